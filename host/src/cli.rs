@@ -1,0 +1,271 @@
+//! The command line (PROTOCOL §3.1) and its validation into [`Settings`].
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// wexec: an exec host for AI agents and remote tools.
+///
+/// A client drives wexec with JSON-RPC (the Codex exec-server protocol) to run processes and to
+/// reach files and the network through sandboxed WebAssembly plugins that only act within what
+/// the operator granted.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "wexec", version, about, long_about)]
+pub struct Options {
+    /// Where to serve: `stdio://` (newline-delimited JSON on stdin/stdout) or `ws://IP:PORT` with a
+    /// literal IP (`ws://127.0.0.1:0` picks a free port; the bound URL is printed as the first
+    /// stdout line).
+    #[arg(long, value_name = "URL", default_value = "stdio://")]
+    pub listen: String,
+
+    /// A directory the `fs` plugin may use (repeatable; default: the working directory). Must
+    /// exist; canonicalized at startup.
+    #[arg(long = "fs-root", value_name = "DIR")]
+    pub fs_roots: Vec<PathBuf>,
+
+    /// A host the `http` plugin may reach (repeatable; default: none): `example.com`,
+    /// `example.com:8443`, `example.com:*`, `*.example.com`, or `*` for everything.
+    #[arg(long = "allow-host", value_name = "PATTERN")]
+    pub allow_hosts: Vec<String>,
+
+    /// Bearer token required on WebSocket upgrades. Mandatory when listening off loopback.
+    /// Prefer the environment variable: command lines are visible to other users.
+    #[arg(long, env = "WEXEC_TOKEN", value_name = "T", hide_env_values = true)]
+    pub token: Option<String>,
+
+    /// How long a session whose WebSocket dropped stays resumable, in seconds; its processes
+    /// keep running meanwhile and are terminated when it expires.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub detach_ttl: u64,
+
+    /// Load another WebAssembly plugin (repeatable).
+    #[arg(long = "plugin", value_name = "FILE")]
+    pub plugins: Vec<PathBuf>,
+
+    /// Execution time allowed per plugin call, in milliseconds (time blocked in host I/O does
+    /// not count).
+    #[arg(long, value_name = "N", default_value_t = 30_000)]
+    pub plugin_time_limit_ms: u64,
+
+    /// Memory allowed per plugin instance, in MiB.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub plugin_memory_limit_mib: u64,
+}
+
+/// Where wexec serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    /// One connection on stdin/stdout.
+    Stdio,
+    /// A WebSocket server on this address.
+    WebSocket(SocketAddr),
+}
+
+/// The validated command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Where to serve.
+    pub listen: Listen,
+    /// The bearer token for WebSocket upgrades, if any.
+    pub token: Option<String>,
+    /// Detached-session lifetime.
+    pub detach_ttl: Duration,
+    /// Canonical `fs` plugin roots.
+    pub fs_roots: Vec<PathBuf>,
+}
+
+/// A command line wexec refuses to start with. Messages are PROTOCOL §3.1's texts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartupError {
+    /// `ws://` with something other than a literal IP and port.
+    #[error("invalid websocket --listen URL `{0}`; expected `ws://IP:PORT`")]
+    InvalidWebSocketUrl(String),
+    /// Neither stdio nor ws.
+    #[error("unsupported --listen URL `{0}`; expected `ws://IP:PORT` or `stdio`")]
+    UnsupportedListenUrl(String),
+    /// A non-loopback address without a token.
+    #[error("refusing to listen on {0} without a token; set --token or WEXEC_TOKEN")]
+    TokenRequired(String),
+    /// `--token ""`.
+    #[error("--token (or WEXEC_TOKEN) must not be empty")]
+    EmptyToken,
+    /// An `--fs-root` that does not exist or is not a directory.
+    #[error("--fs-root `{path}` is not usable: {reason}")]
+    BadFsRoot {
+        /// The root as given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// `--plugin` before the plugin runtime exists.
+    #[error(
+        "--plugin `{0}`: this build of wexec cannot load plugins yet (the plugin runtime is not part of it)"
+    )]
+    PluginsUnsupported(String),
+}
+
+impl Options {
+    /// Validates the command line.
+    pub fn settings(&self) -> Result<Settings, StartupError> {
+        let listen = parse_listen(&self.listen)?;
+        let token = match self.token.as_deref() {
+            Some("") => return Err(StartupError::EmptyToken),
+            token => token.map(str::to_owned),
+        };
+        if let Listen::WebSocket(addr) = listen
+            && token.is_none()
+            && !addr.ip().is_loopback()
+        {
+            return Err(StartupError::TokenRequired(format!("ws://{addr}")));
+        }
+        if let Some(plugin) = self.plugins.first() {
+            return Err(StartupError::PluginsUnsupported(
+                plugin.display().to_string(),
+            ));
+        }
+        Ok(Settings {
+            listen,
+            token,
+            detach_ttl: Duration::from_secs(self.detach_ttl),
+            fs_roots: self.canonical_fs_roots()?,
+        })
+    }
+
+    fn canonical_fs_roots(&self) -> Result<Vec<PathBuf>, StartupError> {
+        let roots = if self.fs_roots.is_empty() {
+            vec![PathBuf::from(".")]
+        } else {
+            self.fs_roots.clone()
+        };
+        roots
+            .into_iter()
+            .map(|root| {
+                let bad = |reason: String| StartupError::BadFsRoot {
+                    path: root.display().to_string(),
+                    reason,
+                };
+                let canonical = std::fs::canonicalize(&root).map_err(|err| bad(err.to_string()))?;
+                if !canonical.is_dir() {
+                    return Err(bad("not a directory".to_owned()));
+                }
+                Ok(canonical)
+            })
+            .collect()
+    }
+}
+
+/// Parses `--listen`: `stdio://`, `stdio`, or `ws://IP:PORT` with a literal IP (IPv6 bracketed).
+pub fn parse_listen(url: &str) -> Result<Listen, StartupError> {
+    if url == "stdio" || url == "stdio://" {
+        return Ok(Listen::Stdio);
+    }
+    let Some(authority) = url.strip_prefix("ws://") else {
+        return Err(StartupError::UnsupportedListenUrl(url.to_owned()));
+    };
+    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    let invalid = || StartupError::InvalidWebSocketUrl(url.to_owned());
+    let addr: SocketAddr = authority.parse().map_err(|_| invalid())?;
+    // `SocketAddr` also parses forms like `[::1%eth0]:80`; insist on a plain literal IP.
+    let host = authority.rsplit_once(':').map_or("", |(host, _)| host);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.parse::<IpAddr>().ok() != Some(addr.ip()) {
+        return Err(invalid());
+    }
+    Ok(Listen::WebSocket(addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn listen_urls() {
+        let ok = [
+            ("stdio", Listen::Stdio),
+            ("stdio://", Listen::Stdio),
+            (
+                "ws://127.0.0.1:0",
+                Listen::WebSocket("127.0.0.1:0".parse().unwrap()),
+            ),
+            (
+                "ws://[::1]:80",
+                Listen::WebSocket("[::1]:80".parse().unwrap()),
+            ),
+            (
+                "ws://0.0.0.0:8080/",
+                Listen::WebSocket("0.0.0.0:8080".parse().unwrap()),
+            ),
+        ];
+        for (url, listen) in ok {
+            assert_eq!(parse_listen(url), Ok(listen), "{url}");
+        }
+        for url in [
+            "ws://localhost:80",
+            "ws://127.0.0.1",
+            "ws://127.0.0.1:99999",
+            "ws://::1:80",
+            "ws://",
+        ] {
+            assert_eq!(
+                parse_listen(url),
+                Err(StartupError::InvalidWebSocketUrl(url.to_owned())),
+                "{url}"
+            );
+        }
+        for url in ["http://127.0.0.1:80", "wss://127.0.0.1:1", "", "stdio:/"] {
+            assert_eq!(
+                parse_listen(url),
+                Err(StartupError::UnsupportedListenUrl(url.to_owned())),
+                "{url}"
+            );
+        }
+    }
+
+    fn options(args: &[&str]) -> Options {
+        Options::try_parse_from(std::iter::once("wexec").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn non_loopback_needs_a_token() {
+        for url in ["ws://0.0.0.0:80", "ws://192.0.2.1:80", "ws://[::]:80"] {
+            let err = options(&["--listen", url]).settings().unwrap_err();
+            assert_eq!(err, StartupError::TokenRequired(url.to_owned()));
+            assert_eq!(
+                err.to_string(),
+                format!("refusing to listen on {url} without a token; set --token or WEXEC_TOKEN")
+            );
+            assert!(
+                options(&["--listen", url, "--token", "t"])
+                    .settings()
+                    .is_ok()
+            );
+        }
+        for url in ["ws://127.0.0.1:0", "ws://127.8.9.10:0", "ws://[::1]:0"] {
+            assert!(options(&["--listen", url]).settings().is_ok(), "{url}");
+        }
+        assert_eq!(
+            options(&["--token", ""]).settings().unwrap_err(),
+            StartupError::EmptyToken
+        );
+    }
+
+    #[test]
+    fn fs_roots_must_exist_and_are_canonicalized() {
+        let settings = options(&["--fs-root", "/tmp/../tmp"]).settings().unwrap();
+        assert_eq!(
+            settings.fs_roots,
+            vec![std::fs::canonicalize("/tmp").unwrap()]
+        );
+        assert!(matches!(
+            options(&["--fs-root", "/nonexistent/wexec"]).settings(),
+            Err(StartupError::BadFsRoot { .. })
+        ));
+        assert!(matches!(
+            options(&["--fs-root", "/etc/passwd"]).settings(),
+            Err(StartupError::BadFsRoot { .. })
+        ));
+    }
+}

@@ -1,0 +1,175 @@
+//! The facts about this host that clients see in `environmentInfo` (PROTOCOL §7.4): gathered
+//! once, in one place. The `env` plugin will reach them through the environment capability.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use crate::path_uri;
+use crate::protocol::{
+    EnvironmentCapabilities, EnvironmentInfo, PluginSummary, ShellInfo, WexecInfo,
+};
+
+/// wexec's version, as reported in `executorVersion` and `wexec.version`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Shell used when `$SHELL` is unset or unusable.
+const FALLBACK_SHELL: &str = "/bin/sh";
+
+/// Temporary directory used when `TMPDIR` is unset.
+const FALLBACK_TEMP_DIR: &str = "/tmp";
+
+/// What wexec knows about the machine it runs on, read once at startup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvironmentFacts {
+    /// The user's shell: `$SHELL` if it is an existing absolute executable, else `/bin/sh`.
+    pub shell: PathBuf,
+    /// wexec's working directory; `None` if it cannot be read (deleted, for example).
+    pub cwd: Option<PathBuf>,
+    /// `HOME`, if set and absolute.
+    pub home: Option<PathBuf>,
+    /// `TMPDIR` resolved against the working directory, if set.
+    pub tmpdir: Option<PathBuf>,
+    /// `linux` or `macos`.
+    pub platform_os: &'static str,
+}
+
+impl EnvironmentFacts {
+    /// Reads the facts from this process's environment.
+    pub fn gather() -> Self {
+        Self::from_vars(
+            |name| std::env::var_os(name).map(PathBuf::from),
+            std::env::current_dir().ok(),
+        )
+    }
+
+    /// Builds the facts from a variable lookup, so tests need not touch the real environment.
+    pub fn from_vars(var: impl Fn(&str) -> Option<PathBuf>, cwd: Option<PathBuf>) -> Self {
+        let shell = var("SHELL")
+            .filter(|shell| is_absolute_executable(shell))
+            .unwrap_or_else(|| PathBuf::from(FALLBACK_SHELL));
+        let home = var("HOME").filter(|home| home.is_absolute());
+        let tmpdir = var("TMPDIR")
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .and_then(|dir| match (dir.is_absolute(), &cwd) {
+                (true, _) => Some(dir),
+                (false, Some(cwd)) => Some(cwd.join(dir)),
+                (false, None) => None,
+            });
+        Self {
+            shell,
+            cwd,
+            home,
+            tmpdir,
+            platform_os: if cfg!(target_os = "macos") {
+                "macos"
+            } else {
+                "linux"
+            },
+        }
+    }
+
+    /// The temporary directory children should use: `TMPDIR`, else `/tmp`.
+    pub fn temp_dir(&self) -> PathBuf {
+        self.tmpdir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(FALLBACK_TEMP_DIR))
+    }
+
+    /// The `environmentInfo` object, listing `plugins` as loaded.
+    pub fn info(&self, plugins: Vec<PluginSummary>) -> EnvironmentInfo {
+        let shell_name = self
+            .shell
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        EnvironmentInfo {
+            shell: ShellInfo {
+                name: shell_name,
+                path: self.shell.to_string_lossy().into_owned(),
+            },
+            executor_version: VERSION.to_owned(),
+            cwd: self.cwd.as_deref().map(path_uri::to_uri),
+            user_home_dir: self.home.as_deref().map(path_uri::to_uri),
+            platform_os: self.platform_os.to_owned(),
+            temporary_directories: self
+                .tmpdir
+                .as_deref()
+                .map(|dir| vec![path_uri::to_uri(dir)]),
+            temp_dir: path_uri::to_uri(&self.temp_dir()),
+            capabilities: EnvironmentCapabilities::WEXEC,
+            wexec: WexecInfo {
+                version: VERSION.to_owned(),
+                plugins,
+            },
+        }
+    }
+}
+
+fn is_absolute_executable(path: &Path) -> bool {
+    path.is_absolute()
+        && std::fs::metadata(path)
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use std::collections::HashMap;
+
+    fn facts(vars: &[(&str, &str)], cwd: Option<&str>) -> EnvironmentFacts {
+        let vars: HashMap<String, PathBuf> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), PathBuf::from(v)))
+            .collect();
+        EnvironmentFacts::from_vars(|name| vars.get(name).cloned(), cwd.map(PathBuf::from))
+    }
+
+    #[test]
+    fn shell_falls_back_unless_an_existing_absolute_executable() {
+        assert_eq!(
+            facts(&[("SHELL", "/bin/sh")], None).shell,
+            PathBuf::from("/bin/sh")
+        );
+        for shell in ["sh", "/nonexistent/zsh", "/etc/passwd", "/tmp"] {
+            assert_eq!(
+                facts(&[("SHELL", shell)], None).shell,
+                PathBuf::from(FALLBACK_SHELL),
+                "{shell}"
+            );
+        }
+    }
+
+    #[test]
+    fn info_reports_paths_as_uris_and_omits_unknowns() {
+        let info = facts(
+            &[
+                ("HOME", "/home/a b"),
+                ("TMPDIR", "tmp"),
+                ("SHELL", "/bin/sh"),
+            ],
+            Some("/work"),
+        )
+        .info(Vec::new());
+        let json = serde_json::to_value(&info).unwrap();
+        assert_eq!(
+            json["shell"],
+            serde_json::json!({"name": "sh", "path": "/bin/sh"})
+        );
+        assert_eq!(json["cwd"], "file:///work");
+        assert_eq!(json["userHomeDir"], "file:///home/a%20b");
+        assert_eq!(
+            json["temporaryDirectories"],
+            serde_json::json!(["file:///work/tmp"])
+        );
+        assert_eq!(json["tempDir"], "file:///work/tmp");
+        assert_eq!(json["capabilities"]["fileWriteStreaming"], true);
+        assert_eq!(json["capabilities"]["windowsMxc"], false);
+
+        let bare = serde_json::to_value(facts(&[], None).info(Vec::new())).unwrap();
+        assert_eq!(bare["cwd"], serde_json::Value::Null);
+        assert!(bare.get("userHomeDir").is_none());
+        assert!(bare.get("temporaryDirectories").is_none());
+        assert_eq!(bare["tempDir"], "file:///tmp");
+    }
+}

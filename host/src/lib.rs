@@ -1,0 +1,74 @@
+//! wexec: an exec host for AI agents and remote tools.
+//!
+//! A client drives wexec with JSON-RPC — the Codex exec-server protocol — over stdio or a
+//! WebSocket, to run processes and to reach files and the network. The host owns transports,
+//! sessions and processes; filesystem, HTTP and environment handlers run as sandboxed
+//! WebAssembly components that act only through capabilities the operator granted.
+//!
+//! The `wexec` binary is a thin wrapper over [`run`]:
+//!
+//! ```no_run
+//! use clap::Parser;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let options = wexec::Options::parse_from(["wexec", "--listen", "ws://127.0.0.1:0"]);
+//! wexec::run(options.settings()?).await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod cli;
+mod environment;
+mod path_uri;
+mod protocol;
+mod rpc;
+mod server;
+mod transport;
+
+use std::future::Future;
+
+pub use cli::{Listen, Options, Settings, StartupError};
+pub use environment::{EnvironmentFacts, VERSION};
+pub use protocol::{EnvironmentInfo, InitializeParams, InitializeResponse};
+pub use rpc::parse::{MAX_JSON_VALUES, Malformed, parse_message};
+pub use rpc::{MAX_MESSAGE_BYTES, RequestId, RpcError};
+pub use server::ListenError;
+
+/// Serves as `settings` say until the client leaves (stdio) or SIGINT/SIGTERM arrives, then ends
+/// every session.
+pub async fn run(settings: Settings) -> Result<(), RunError> {
+    let server = server::ServerState::new(&settings);
+    let shutdown = shutdown_signal()?;
+    match settings.listen {
+        Listen::Stdio => server::serve_stdio(server, shutdown).await,
+        Listen::WebSocket(addr) => {
+            server::serve_websocket(server, addr, settings.token, shutdown).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A failure that stops wexec after startup checks passed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+    /// The WebSocket listener failed.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+}
+
+/// Resolves on the first SIGINT or SIGTERM. Installed before serving, so an early signal is not
+/// lost.
+fn shutdown_signal() -> Result<impl Future<Output = ()>, RunError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
+    let mut terminate = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => tracing::info!("SIGINT: shutting down"),
+            _ = terminate.recv() => tracing::info!("SIGTERM: shutting down"),
+        }
+    })
+}

@@ -1,0 +1,45 @@
+//! The `wexec` command: parse the command line, set up logging, run.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let options = wexec::Options::parse();
+    // Logs go to stderr: stdout carries protocol lines only.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let settings = match options.settings() {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("wexec: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("wexec: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(wexec::run(settings));
+    // A blocking read of stdin may still be parked in the runtime's thread pool; do not wait
+    // for it.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("wexec: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

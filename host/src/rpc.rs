@@ -1,0 +1,229 @@
+//! The JSON-RPC envelope: ids, error codes, the helpers that build errors, and the encoding of
+//! outbound messages. Inbound parsing (with its limits) lives in [`parse`].
+
+pub mod parse;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// Largest message wexec accepts or sends, in bytes (PROTOCOL §12). Large enough for a 32 MiB
+/// file or HTTP body in base64 plus its envelope.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// -32600: the request (or a malformed message, answered with id -1) is invalid.
+pub const INVALID_REQUEST: i64 = -32600;
+/// -32601: no handler serves the method.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// -32602: the params do not decode or fail validation.
+pub const INVALID_PARAMS: i64 = -32602;
+/// -32603: the host failed while serving a valid request.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// -32004: a filesystem object does not exist.
+pub const NOT_FOUND: i64 = -32004;
+/// -32010: `initialize` tried to resume a session another connection still holds.
+pub const SESSION_ALREADY_ATTACHED: i64 = -32010;
+
+/// A request id: an integer (i64) or a string, echoed verbatim in the reply.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    /// An integer id.
+    Integer(i64),
+    /// A string id.
+    String(String),
+}
+
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Integer(id) => write!(f, "{id}"),
+            Self::String(id) => write!(f, "{id:?}"),
+        }
+    }
+}
+
+/// The `error` member of an error reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("JSON-RPC error {code}: {message}")]
+pub struct RpcError {
+    /// One of the code constants of this module, or a plugin's own code.
+    pub code: i64,
+    /// Human-readable text; stable for a given condition (PROTOCOL §1).
+    pub message: String,
+    /// Extra data; only plugins supply it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with `code` and `message` and no data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// -32600 with `message`.
+pub fn invalid_request(message: impl Into<String>) -> RpcError {
+    RpcError::new(INVALID_REQUEST, message)
+}
+
+/// -32601 with Codex's text for a method nobody serves.
+pub fn method_not_found(method: &str) -> RpcError {
+    RpcError::new(
+        METHOD_NOT_FOUND,
+        format!("exec-server stub does not implement `{method}` yet"),
+    )
+}
+
+/// -32602 with `message`.
+pub fn invalid_params(message: impl Into<String>) -> RpcError {
+    RpcError::new(INVALID_PARAMS, message)
+}
+
+/// -32603 with `message`.
+pub fn internal_error(message: impl Into<String>) -> RpcError {
+    RpcError::new(INTERNAL_ERROR, message)
+}
+
+/// -32010 for a resume of a session that is still attached elsewhere.
+pub fn session_already_attached(session_id: &str) -> RpcError {
+    RpcError::new(
+        SESSION_ALREADY_ATTACHED,
+        format!("session {session_id} is already attached to another connection"),
+    )
+}
+
+/// The outcome of a request: a result already encoded as JSON text, or an error.
+pub type RpcResult = Result<Box<RawValue>, RpcError>;
+
+/// Encodes a typed result as the `result` member of a reply.
+pub fn to_result<T: Serialize>(value: &T) -> RpcResult {
+    serde_json::value::to_raw_value(value)
+        .map_err(|err| internal_error(format!("failed to encode result: {err}")))
+}
+
+/// Decodes `params` (absent = `null`) into `T`, mapping failures to -32602 with serde's text,
+/// for example ``missing field `processId` ``.
+pub fn decode_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params).map_err(|err| invalid_params(err.to_string()))
+}
+
+/// Accepts the params of a parameterless method: absent, `null` or any object (unknown members
+/// are ignored, PROTOCOL §1 and §4.3).
+pub fn expect_no_params(params: &Value) -> Result<(), RpcError> {
+    match params {
+        Value::Null | Value::Object(_) => Ok(()),
+        _ => Err(invalid_params("this method takes no params")),
+    }
+}
+
+/// Encodes a reply to `id`. A reply that would exceed [`MAX_MESSAGE_BYTES`] is replaced by a
+/// -32603 error, so an oversized result can never break the client's framing.
+pub fn encode_reply(id: &RequestId, outcome: &RpcResult) -> String {
+    let encoded = encode_reply_unchecked(id, outcome);
+    if encoded.len() <= MAX_MESSAGE_BYTES {
+        return encoded;
+    }
+    let error = internal_error(format!(
+        "response of {} bytes exceeds the message limit of {MAX_MESSAGE_BYTES} bytes",
+        encoded.len()
+    ));
+    encode_reply_unchecked(id, &Err(error))
+}
+
+fn encode_reply_unchecked(id: &RequestId, outcome: &RpcResult) -> String {
+    #[derive(Serialize)]
+    struct Reply<'a> {
+        jsonrpc: &'static str,
+        id: &'a RequestId,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        result: Option<&'a RawValue>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<&'a RpcError>,
+    }
+    let (result, error) = match outcome {
+        Ok(result) => (Some(result.as_ref()), None),
+        Err(error) => (None, Some(error)),
+    };
+    let reply = Reply {
+        jsonrpc: "2.0",
+        id,
+        result,
+        error,
+    };
+    // Serializing plain strings, integers and already-valid raw JSON cannot fail.
+    serde_json::to_string(&reply).unwrap_or_default()
+}
+
+/// Encodes a notification. Notifications always carry `params` (PROTOCOL §4.1).
+pub fn encode_notification<P: Serialize>(method: &str, params: &P) -> Result<String, RpcError> {
+    #[derive(Serialize)]
+    struct Notification<'a, P> {
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: &'a P,
+    }
+    serde_json::to_string(&Notification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+    .map_err(|err| internal_error(format!("failed to encode {method} notification: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn replies_always_carry_jsonrpc_and_echo_ids_verbatim() {
+        let ok = to_result(&serde_json::json!({"status": "ready"})).unwrap();
+        assert_eq!(
+            encode_reply(&RequestId::Integer(-7), &Ok(ok)),
+            r#"{"jsonrpc":"2.0","id":-7,"result":{"status":"ready"}}"#
+        );
+        assert_eq!(
+            encode_reply(
+                &RequestId::String("a\"b".into()),
+                &Err(invalid_request("nope"))
+            ),
+            r#"{"jsonrpc":"2.0","id":"a\"b","error":{"code":-32600,"message":"nope"}}"#
+        );
+    }
+
+    #[test]
+    fn oversized_reply_becomes_an_internal_error() {
+        let big = "x".repeat(MAX_MESSAGE_BYTES);
+        let result = to_result(&big).unwrap();
+        let encoded = encode_reply(&RequestId::Integer(1), &Ok(result));
+        let value: Value = serde_json::from_str(&encoded).unwrap();
+        assert_eq!(value["error"]["code"], INTERNAL_ERROR);
+        assert!(encoded.len() < 1024);
+    }
+
+    #[test]
+    fn notifications_carry_params() {
+        assert_eq!(
+            encode_notification("x/y", &serde_json::json!({})).unwrap(),
+            r#"{"jsonrpc":"2.0","method":"x/y","params":{}}"#
+        );
+    }
+
+    #[test]
+    fn decode_params_names_the_missing_field() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        #[allow(dead_code)]
+        struct P {
+            process_id: String,
+        }
+        let err = decode_params::<P>(serde_json::json!({})).unwrap_err();
+        assert_eq!(err, invalid_params("missing field `processId`"));
+    }
+}

@@ -1,0 +1,142 @@
+//! The server: process-wide state, and the two ways of serving it (stdio, WebSocket).
+
+pub mod dispatch;
+pub mod handlers;
+pub mod processor;
+pub mod router;
+pub mod session;
+
+use std::future::Future;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use self::session::SessionRegistry;
+use crate::cli::Settings;
+use crate::environment::EnvironmentFacts;
+use crate::protocol::EnvironmentInfo;
+use crate::transport::{stdio, websocket};
+
+/// How long wexec waits for stdout to drain when it exits.
+const STDOUT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Back-off after a failed `accept` (for example, out of file descriptors).
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Process-wide state shared by every connection.
+#[derive(Debug)]
+pub struct ServerState {
+    /// All sessions.
+    pub sessions: Arc<SessionRegistry>,
+    /// Facts about this host.
+    pub environment: EnvironmentFacts,
+}
+
+impl ServerState {
+    /// State for a server started with `settings`.
+    pub fn new(settings: &Settings) -> Arc<Self> {
+        Arc::new(Self {
+            sessions: SessionRegistry::new(settings.detach_ttl),
+            environment: EnvironmentFacts::gather(),
+        })
+    }
+
+    /// The current `environmentInfo`.
+    pub fn environment_info(&self) -> EnvironmentInfo {
+        self.environment.info(Vec::new())
+    }
+
+    /// Ends every session (wexec is exiting).
+    pub fn shutdown(&self) {
+        for session in self.sessions.drain() {
+            session.end();
+        }
+    }
+}
+
+/// Serves one connection on stdin/stdout until end of input or `shutdown`, then ends every
+/// session and flushes stdout.
+pub async fn serve_stdio(server: Arc<ServerState>, shutdown: impl Future<Output = ()>) {
+    let (connection, writer) = stdio::connect(tokio::io::stdin(), tokio::io::stdout());
+    tokio::select! {
+        () = processor::serve(connection, Arc::clone(&server)) => {
+            tracing::info!("end of input");
+        }
+        () = shutdown => {}
+    }
+    server.shutdown();
+    if tokio::time::timeout(STDOUT_DRAIN_TIMEOUT, writer)
+        .await
+        .is_err()
+    {
+        tracing::warn!("stdout did not drain in time");
+    }
+}
+
+/// A startup failure of the WebSocket listener.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// The address cannot be bound.
+    #[error("cannot listen on ws://{addr}: {source}")]
+    Bind {
+        /// The requested address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// Listens on `addr` until `shutdown`. The bound URL is the first line on stdout.
+pub async fn serve_websocket(
+    server: Arc<ServerState>,
+    addr: SocketAddr,
+    token: Option<String>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ListenError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ListenError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ListenError::Bind { addr, source })?;
+    announce(&format!("ws://{bound}"));
+    tracing::info!("listening on ws://{bound}");
+    let token: Option<Arc<str>> = token.map(Arc::from);
+    tokio::select! {
+        () = accept_loop(listener, Arc::clone(&server), token) => {}
+        () = shutdown => {}
+    }
+    server.shutdown();
+    Ok(())
+}
+
+/// Prints the one line wexec writes to stdout outside the protocol.
+fn announce(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(err) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
+        tracing::warn!("cannot print the listen address: {err}");
+    }
+}
+
+async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Option<Arc<str>>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(err) => {
+                tracing::warn!("accept failed: {err}");
+                tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+                continue;
+            }
+        };
+        let server = Arc::clone(&server);
+        let token = token.clone();
+        tokio::spawn(async move {
+            if let Some(connection) = websocket::accept(stream, peer, token.as_deref()).await {
+                processor::serve(connection, server).await;
+            }
+        });
+    }
+}

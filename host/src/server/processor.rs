@@ -1,0 +1,278 @@
+//! The per-connection loop: reads messages, runs the handshake, and hands requests to the
+//! dispatcher. Until `initialized` is processed, messages are handled one at a time in arrival
+//! order, so gating errors keep wire order (PROTOCOL §5.2, §6).
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::ServerState;
+use super::dispatch::Dispatcher;
+use super::router;
+use super::session::{ConnectionId, SessionHandle};
+use crate::protocol::{INITIALIZE, INITIALIZED, InitializeParams, InitializeResponse};
+use crate::rpc::parse::{Incoming, Request, parse_message};
+use crate::rpc::{
+    RequestId, RpcResult, decode_params, encode_reply, invalid_request, method_not_found, to_result,
+};
+use crate::transport::{Connection, Outbound};
+
+/// What a handler may use: the server, the session, and its own connection.
+#[derive(Clone)]
+pub struct RequestContext {
+    /// Process-wide state.
+    pub server: Arc<ServerState>,
+    /// The session the request belongs to.
+    pub session: SessionHandle,
+    /// The connection the request arrived on.
+    pub connection: Arc<ConnectionContext>,
+}
+
+/// Per-connection state shared with handlers.
+pub struct ConnectionContext {
+    /// This connection's id.
+    pub id: ConnectionId,
+    /// The peer, as named in error texts.
+    pub peer: String,
+    /// Where replies go.
+    pub outbound: Outbound,
+    closing: watch::Receiver<bool>,
+}
+
+impl ConnectionContext {
+    /// Resolves once the connection has stopped reading (the client went away). Long polls use
+    /// it to answer at once instead of holding up shutdown.
+    pub async fn closing(&self) {
+        let mut closing = self.closing.clone();
+        // The sender lives until the processor returns, after which `true` was sent.
+        let _ = closing.wait_for(|closing| *closing).await;
+    }
+}
+
+enum Phase {
+    AwaitingInitialize,
+    AwaitingInitialized(SessionHandle),
+    Ready(SessionHandle),
+}
+
+impl Phase {
+    fn session(&self) -> Option<&SessionHandle> {
+        match self {
+            Self::AwaitingInitialize => None,
+            Self::AwaitingInitialized(session) | Self::Ready(session) => Some(session),
+        }
+    }
+}
+
+enum Flow {
+    Continue,
+    Close,
+}
+
+struct Processor {
+    server: Arc<ServerState>,
+    connection: Arc<ConnectionContext>,
+    phase: Phase,
+    dispatcher: Dispatcher,
+}
+
+/// Serves one connection until the client leaves or breaks the protocol. A detachable
+/// (WebSocket) session is then detached; a stdio session ends once its requests have finished.
+pub async fn serve(connection: Connection, server: Arc<ServerState>) {
+    let Connection {
+        peer,
+        mut inbound,
+        outbound,
+        detachable,
+    } = connection;
+    let (closing_tx, closing) = watch::channel(false);
+    let mut processor = Processor {
+        server,
+        connection: Arc::new(ConnectionContext {
+            id: ConnectionId::next(),
+            peer,
+            outbound,
+            closing,
+        }),
+        phase: Phase::AwaitingInitialize,
+        dispatcher: Dispatcher::new(),
+    };
+    loop {
+        let session = processor.phase.session().cloned();
+        let taken_over = async {
+            match &session {
+                Some(session) => session.taken_over().await,
+                None => std::future::pending().await,
+            }
+        };
+        let message = tokio::select! {
+            message = inbound.recv() => message,
+            () = taken_over => {
+                tracing::info!(peer = processor.connection.peer, "connection evicted: its session was resumed elsewhere");
+                None
+            }
+        };
+        let Some(message) = message else { break };
+        if let Flow::Close = processor.handle(&message).await {
+            break;
+        }
+    }
+    let _ = closing_tx.send(true);
+    let Processor {
+        phase, dispatcher, ..
+    } = processor;
+    match phase.session() {
+        Some(session) if detachable => {
+            // Requests already running finish on their own; their replies have nowhere to go.
+            dispatcher.abandon();
+            session.detach();
+        }
+        session => {
+            dispatcher.drain().await;
+            if let Some(session) = session {
+                session.close();
+            }
+        }
+    }
+}
+
+impl Processor {
+    async fn handle(&mut self, bytes: &[u8]) -> Flow {
+        let message = match parse_message(bytes) {
+            Ok(message) => message,
+            Err(malformed) => {
+                let error = invalid_request(format!(
+                    "failed to parse JSON-RPC message from {}: {malformed}",
+                    self.connection.peer
+                ));
+                return self.reply(&RequestId::Integer(-1), Err(error)).await;
+            }
+        };
+        match message {
+            Incoming::Request(request) => self.request(request).await,
+            Incoming::Notification { method, .. } if method == INITIALIZED => self.initialized(),
+            Incoming::Notification { method, .. } => {
+                tracing::warn!(
+                    peer = self.connection.peer,
+                    method,
+                    "closing connection: unexpected notification"
+                );
+                Flow::Close
+            }
+            Incoming::Response { id } => {
+                tracing::warn!(peer = self.connection.peer, %id, "closing connection: clients may not send responses");
+                Flow::Close
+            }
+        }
+    }
+
+    fn initialized(&mut self) -> Flow {
+        match std::mem::replace(&mut self.phase, Phase::AwaitingInitialize) {
+            Phase::AwaitingInitialized(session) | Phase::Ready(session) if session.is_current() => {
+                self.phase = Phase::Ready(session);
+                Flow::Continue
+            }
+            _ => {
+                tracing::warn!(
+                    peer = self.connection.peer,
+                    "closing connection: `initialized` without a live session"
+                );
+                Flow::Close
+            }
+        }
+    }
+
+    async fn request(&mut self, request: Request) -> Flow {
+        let Request {
+            id,
+            method,
+            params,
+            trace,
+        } = request;
+        if let Some(trace) = &trace {
+            tracing::debug!(%id, method, %trace, "request");
+        }
+        if method == INITIALIZE {
+            let outcome = self.initialize(params);
+            return self.reply(&id, outcome).await;
+        }
+        let Some(route) = router::route(&method) else {
+            return self.reply(&id, Err(method_not_found(&method))).await;
+        };
+        let family = route.family.name();
+        let session = match &self.phase {
+            Phase::AwaitingInitialize => {
+                let error = invalid_request(format!(
+                    "client must call initialize before using {family} methods"
+                ));
+                return self.reply(&id, Err(error)).await;
+            }
+            Phase::AwaitingInitialized(_) => {
+                let error = invalid_request(format!(
+                    "client must send initialized before using {family} methods"
+                ));
+                return self.reply(&id, Err(error)).await;
+            }
+            Phase::Ready(session) if !session.is_current() => {
+                let error = invalid_request("session has been resumed by another connection");
+                return self.reply(&id, Err(error)).await;
+            }
+            Phase::Ready(session) => session.clone(),
+        };
+        let ctx = RequestContext {
+            server: Arc::clone(&self.server),
+            session,
+            connection: Arc::clone(&self.connection),
+        };
+        let lane = route.lane.key(&params);
+        let outbound = self.connection.outbound.clone();
+        let job = async move {
+            let outcome = (route.handler)(ctx, params).await;
+            // A closed connection has nobody left to answer.
+            let _ = outbound.send(encode_reply(&id, &outcome)).await;
+        };
+        self.dispatcher.dispatch(lane, route.exempt, job).await;
+        Flow::Continue
+    }
+
+    fn initialize(&mut self, params: serde_json::Value) -> RpcResult {
+        if !matches!(self.phase, Phase::AwaitingInitialize) {
+            return Err(invalid_request(
+                "initialize may only be sent once per connection",
+            ));
+        }
+        let params: InitializeParams = decode_params(params)?;
+        let sessions = &self.server.sessions;
+        let connection = &self.connection;
+        let session = match params.resume_session_id {
+            Some(id) => sessions.resume(&id, connection.id, connection.outbound.clone())?,
+            None => sessions.open(connection.id, connection.outbound.clone(), |session_id| {
+                to_result(&InitializeResponse {
+                    session_id: session_id.to_owned(),
+                    environment_info: self.server.environment_info(),
+                })
+            })?,
+        };
+        tracing::info!(
+            peer = connection.peer,
+            client = params.client_name,
+            session = session.session().id(),
+            "initialized"
+        );
+        let result = session.initialize_result().to_owned();
+        self.phase = Phase::AwaitingInitialized(session);
+        Ok(result)
+    }
+
+    async fn reply(&self, id: &RequestId, outcome: RpcResult) -> Flow {
+        match self
+            .connection
+            .outbound
+            .send(encode_reply(id, &outcome))
+            .await
+        {
+            Ok(()) => Flow::Continue,
+            Err(_) => Flow::Close,
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The flat method table: for each method, its gating family (PROTOCOL §5.2), whether it is
+//! exempt from the in-flight limit, which params key orders it (§6), and its handler. The
+//! router knows nothing about transports.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+
+use super::dispatch::LaneKey;
+use super::handlers;
+use super::processor::RequestContext;
+use crate::protocol;
+use crate::rpc::RpcResult;
+
+/// Method families named in gating errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `process/*`.
+    Exec,
+    /// `environment/info`.
+    EnvironmentInfo,
+    /// `environment/status`.
+    EnvironmentStatus,
+}
+
+impl Family {
+    /// The `<family>` of the gating texts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Exec => "exec",
+            Self::EnvironmentInfo => "environment info",
+            Self::EnvironmentStatus => "environment status",
+        }
+    }
+}
+
+/// Which params member orders a method's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Unordered.
+    None,
+    /// Ordered per `processId`.
+    Process,
+    /// Ordered per `handleId`.
+    Handle,
+}
+
+impl Lane {
+    /// The lane key of a request, if its params name one.
+    pub fn key(self, params: &Value) -> Option<LaneKey> {
+        let member = |name| params.get(name).and_then(Value::as_str).map(str::to_owned);
+        match self {
+            Self::None => None,
+            Self::Process => member("processId").map(LaneKey::Process),
+            Self::Handle => member("handleId").map(LaneKey::Handle),
+        }
+    }
+}
+
+/// A handler's future.
+pub type HandlerFuture = Pin<Box<dyn Future<Output = RpcResult> + Send>>;
+
+/// A request handler: the connection's context and the request's params (`null` if absent).
+pub type Handler = fn(RequestContext, Value) -> HandlerFuture;
+
+/// One method's entry in the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    /// Gating family.
+    pub family: Family,
+    /// Never waits for an execution slot.
+    pub exempt: bool,
+    /// Ordering.
+    pub lane: Lane,
+    /// The handler.
+    pub handler: Handler,
+}
+
+/// The route of `method`, if wexec serves it.
+pub fn route(method: &str) -> Option<Route> {
+    let route = match method {
+        protocol::ENVIRONMENT_INFO => Route {
+            family: Family::EnvironmentInfo,
+            exempt: true,
+            lane: Lane::None,
+            handler: |ctx, params| Box::pin(handlers::environment_info(ctx, params)),
+        },
+        protocol::ENVIRONMENT_STATUS => Route {
+            family: Family::EnvironmentStatus,
+            exempt: true,
+            lane: Lane::None,
+            handler: |ctx, params| Box::pin(handlers::environment_status(ctx, params)),
+        },
+        _ => return None,
+    };
+    Some(route)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lane_keys_come_from_params() {
+        assert_eq!(
+            Lane::Process.key(&json!({"processId": "p1"})),
+            Some(LaneKey::Process("p1".into()))
+        );
+        assert_eq!(
+            Lane::Handle.key(&json!({"handleId": "h"})),
+            Some(LaneKey::Handle("h".into()))
+        );
+        assert_eq!(Lane::Process.key(&json!({"processId": 5})), None);
+        assert_eq!(Lane::Process.key(&Value::Null), None);
+        assert_eq!(Lane::None.key(&json!({"processId": "p1"})), None);
+    }
+
+    #[test]
+    fn only_served_methods_route() {
+        assert!(route("environment/status").is_some_and(|r| r.exempt));
+        assert!(route("environment/info").is_some());
+        assert!(
+            route("initialize").is_none(),
+            "the handshake is the processor's"
+        );
+        assert!(route("nope/nope").is_none());
+    }
+}

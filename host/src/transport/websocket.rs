@@ -1,0 +1,227 @@
+//! WebSocket (PROTOCOL §3.3): each accepted TCP socket gets an HTTP front door
+//! ([`http::decide`]); an upgraded socket becomes a [`Connection`]. Text and binary messages are
+//! accepted, text is sent; a ping goes out every 30 s; a message over 64 MiB closes the socket
+//! with code 1009.
+
+pub mod http;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+use self::http::{Decision, MAX_HEAD_BYTES, Status};
+use super::{Connection, INBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
+use crate::rpc::MAX_MESSAGE_BYTES;
+
+/// Interval between keep-alive pings. No pong deadline: a dead peer is noticed by TCP.
+pub const PING_INTERVAL: Duration = Duration::from_secs(30);
+
+/// How long a client may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// After closing for an oversized message, how long wexec keeps discarding what the client
+/// still sends, so the close frame reaches it instead of being lost to a TCP reset.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Runs the HTTP front door on an accepted socket. Returns the connection if the socket was
+/// upgraded; every other request is answered and closed here.
+pub async fn accept(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    token: Option<&str>,
+) -> Option<Connection> {
+    let (head, leftover) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
+        Ok(Ok(parsed)) => parsed,
+        Ok(Err(status)) => {
+            respond(&mut stream, status).await;
+            return None;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "request head not received in time");
+            return None;
+        }
+    };
+    let accept_key = match http::decide(&head, token) {
+        Decision::Upgrade { accept_key } => accept_key,
+        Decision::Respond(status) => {
+            tracing::debug!(%peer, method = head.method, path = head.path, ?status, "plain HTTP answer");
+            respond(&mut stream, status).await;
+            return None;
+        }
+    };
+    let switching = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept_key}\r\n\r\n"
+    );
+    if let Err(err) = stream.write_all(switching.as_bytes()).await {
+        tracing::debug!(%peer, "upgrade response failed: {err}");
+        return None;
+    }
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE_BYTES))
+        .max_frame_size(Some(MAX_MESSAGE_BYTES));
+    let socket =
+        WebSocketStream::from_partially_read(stream, leftover, Role::Server, Some(config)).await;
+    tracing::info!(%peer, "websocket connection opened");
+    Some(serve_socket(socket, peer))
+}
+
+async fn read_head(stream: &mut TcpStream) -> Result<(http::RequestHead, Vec<u8>), Status> {
+    let mut buffer = Vec::with_capacity(1024);
+    loop {
+        let mut chunk = [0u8; 4096];
+        let read = stream
+            .read(&mut chunk)
+            .await
+            .map_err(|_| Status::BadRequest)?;
+        if read == 0 {
+            return Err(Status::BadRequest);
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        match http::parse_head(&buffer) {
+            Ok(Some((head, length))) => return Ok((head, buffer.split_off(length))),
+            Ok(None) if buffer.len() > MAX_HEAD_BYTES => return Err(Status::HeadersTooLarge),
+            Ok(None) => {}
+            Err(httparse::Error::TooManyHeaders) => return Err(Status::HeadersTooLarge),
+            Err(_) => return Err(Status::BadRequest),
+        }
+    }
+}
+
+async fn respond(stream: &mut TcpStream, status: Status) {
+    // The peer may already be gone; there is nobody to tell.
+    let _ = stream.write_all(status.response().as_bytes()).await;
+    let _ = stream.shutdown().await;
+}
+
+fn serve_socket(socket: WebSocketStream<TcpStream>, peer: SocketAddr) -> Connection {
+    let (sink, stream) = socket.split();
+    let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE_MESSAGES);
+    let (outbound, outbound_rx) = Outbound::channel();
+    let (close_tx, close_rx) = oneshot::channel();
+    tokio::spawn(read_messages(stream, inbound_tx, close_tx, peer));
+    tokio::spawn(write_messages(sink, outbound_rx, close_rx, peer));
+    Connection {
+        peer: format!("wexec websocket {peer}"),
+        inbound,
+        outbound,
+        detachable: true,
+    }
+}
+
+type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
+type Sink = futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>;
+
+/// What the reader hands the writer when the client broke a limit: the close frame to send,
+/// and the read half, so the writer can reunite the socket and close it gracefully.
+type Refusal = (CloseFrame, Stream);
+
+async fn read_messages(
+    mut stream: Stream,
+    inbound: mpsc::Sender<Vec<u8>>,
+    close: oneshot::Sender<Refusal>,
+    peer: SocketAddr,
+) {
+    while let Some(message) = stream.next().await {
+        let bytes = match message {
+            Ok(Message::Text(text)) => Vec::from(text.as_bytes()),
+            Ok(Message::Binary(bytes)) => Vec::from(bytes),
+            // tungstenite answers pings itself.
+            Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
+            Ok(Message::Close(_)) => break,
+            Err(WsError::Capacity(err)) => {
+                tracing::warn!(%peer, "closing websocket: {err}");
+                let frame = CloseFrame {
+                    code: CloseCode::Size,
+                    reason: "message exceeds the 64 MiB limit".into(),
+                };
+                let _ = close.send((frame, stream));
+                break;
+            }
+            Err(err) => {
+                tracing::debug!(%peer, "websocket read ended: {err}");
+                break;
+            }
+        };
+        if inbound.send(bytes).await.is_err() {
+            break;
+        }
+    }
+    tracing::info!(%peer, "websocket connection closed");
+}
+
+async fn write_messages(
+    mut sink: Sink,
+    mut queue: mpsc::Receiver<OutboundMessage>,
+    mut close: oneshot::Receiver<Refusal>,
+    peer: SocketAddr,
+) {
+    let mut ping =
+        tokio::time::interval_at(tokio::time::Instant::now() + PING_INTERVAL, PING_INTERVAL);
+    let mut reader_done = false;
+    let result = loop {
+        tokio::select! {
+            message = queue.recv() => {
+                let Some(message) = message else {
+                    break sink.close().await;
+                };
+                if let Err(err) = sink.feed(Message::text(message.text)).await {
+                    break Err(err);
+                }
+                // Batch whatever is already queued into one flush; never hold a message back.
+                if queue.is_empty() && let Err(err) = sink.flush().await {
+                    break Err(err);
+                }
+            }
+            _ = ping.tick() => {
+                if let Err(err) = sink.send(Message::Ping(Default::default())).await {
+                    break Err(err);
+                }
+            }
+            refusal = &mut close, if !reader_done => {
+                if let Ok((frame, stream)) = refusal {
+                    if let Err(err) = sink.send(Message::Close(Some(frame))).await {
+                        tracing::debug!(%peer, "close frame not sent: {err}");
+                    }
+                    if let Ok(socket) = sink.reunite(stream) {
+                        linger(socket).await;
+                    }
+                    queue.close();
+                    while queue.recv().await.is_some() {}
+                    return;
+                }
+                // The reader ended without a close to send: keep writing until the queue ends.
+                reader_done = true;
+            }
+        }
+    };
+    if let Err(err) = result {
+        tracing::debug!(%peer, "websocket write ended: {err}");
+    }
+    // Senders must never block on a dead socket.
+    queue.close();
+    while queue.recv().await.is_some() {}
+}
+
+/// Half-closes the socket and discards input for up to [`LINGER`], so a client still sending
+/// receives the close frame already written rather than a reset.
+async fn linger(mut socket: WebSocketStream<TcpStream>) {
+    let tcp = socket.get_mut();
+    let _ = tcp.shutdown().await;
+    let _ = tokio::time::timeout(LINGER, async {
+        let mut discard = vec![0u8; 64 * 1024];
+        while let Ok(read) = tcp.read(&mut discard).await {
+            if read == 0 {
+                break;
+            }
+        }
+    })
+    .await;
+}

@@ -1,0 +1,456 @@
+//! Harness for end-to-end tests: starts the real `wexec` binary and talks to it over stdio or
+//! WebSocket as a client would. Every wait has a fixed timeout, and a failing test prints what
+//! wexec logged on stderr.
+//!
+//! The binary comes from `WEXEC_BIN`, else from the target directory of the running test
+//! (`cargo test --workspace` builds it).
+
+#![expect(
+    clippy::expect_used,
+    reason = "test harness: a failed expectation is a failed test"
+)]
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::TcpStream;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// The longest any single wait in a test may take.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The `wexec` binary under test.
+pub fn wexec_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("WEXEC_BIN") {
+        return PathBuf::from(path);
+    }
+    // target/<profile>/deps/<test binary> → target/<profile>/wexec
+    let exe = std::env::current_exe().expect("current test executable");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("test executable lives in target/<profile>/deps");
+    let bin = profile_dir.join("wexec");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p wexec` in this profile (cargo test --workspace does), or set WEXEC_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// A running wexec process.
+pub struct Server {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    /// The bound `ws://` URL, for WebSocket servers.
+    pub url: Option<String>,
+}
+
+/// A `Command` for wexec with `args`, in `cwd`, logging at debug level to stderr.
+pub fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(wexec_bin());
+    command
+        .args(args)
+        .env("RUST_LOG", "wexec=debug")
+        .env_remove("WEXEC_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    command
+}
+
+impl Server {
+    fn from_child(mut child: Child) -> Self {
+        let stderr = Arc::new(Mutex::new(String::new()));
+        if let Some(mut pipe) = child.stderr.take() {
+            let sink = Arc::clone(&stderr);
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 8192];
+                while let Ok(read) = pipe.read(&mut buffer).await {
+                    if read == 0 {
+                        break;
+                    }
+                    let text = String::from_utf8_lossy(&buffer[..read]).into_owned();
+                    sink.lock().expect("stderr buffer").push_str(&text);
+                }
+            });
+        }
+        Self {
+            child,
+            stderr,
+            url: None,
+        }
+    }
+
+    /// What wexec has written to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr buffer").clone()
+    }
+
+    /// Waits for wexec to exit.
+    pub async fn wait(&mut self) -> ExitStatus {
+        tokio::time::timeout(TIMEOUT, self.child.wait())
+            .await
+            .expect("wexec exits in time")
+            .expect("wait for wexec")
+    }
+
+    /// wexec's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("wexec is running")
+    }
+
+    /// Sends `signal` (e.g. `libc` numbers via the `kill` command) to wexec.
+    pub async fn kill_with(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args(["-s", signal, &self.pid().to_string()])
+            .status()
+            .await
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Opens a WebSocket client connection.
+    pub async fn connect(&self) -> Client {
+        self.connect_with(None).await.expect("websocket upgrade")
+    }
+
+    /// Opens a WebSocket client connection, with a bearer token if given.
+    pub async fn connect_with(
+        &self,
+        token: Option<&str>,
+    ) -> Result<Client, tokio_tungstenite::tungstenite::Error> {
+        let url = self.url.as_deref().expect("a websocket server");
+        let mut request = url.into_client_request()?;
+        if let Some(token) = token {
+            let value = format!("Bearer {token}").parse().expect("header value");
+            request.headers_mut().insert("Authorization", value);
+        }
+        let (socket, _) = tokio::time::timeout(TIMEOUT, tokio_tungstenite::connect_async(request))
+            .await
+            .expect("websocket connect in time")?;
+        Ok(Client::new(Link::WebSocket(Box::new(socket))))
+    }
+
+    /// The `host:port` the WebSocket server listens on.
+    pub fn addr(&self) -> String {
+        let url = self.url.as_deref().expect("a websocket server");
+        url.trim_start_matches("ws://").to_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "---- wexec stderr ----\n{}\n----------------------",
+                self.stderr()
+            );
+        }
+    }
+}
+
+/// Starts wexec on stdio with `args` and returns it with a client on its stdin/stdout.
+pub fn spawn_stdio(args: &[&str]) -> (Server, Client) {
+    spawn_stdio_with(command(args))
+}
+
+/// Starts a prepared wexec command on stdio.
+pub fn spawn_stdio_with(mut command: Command) -> (Server, Client) {
+    let mut child = command.spawn().expect("spawn wexec");
+    let stdin = child.stdin.take().expect("stdin pipe");
+    let stdout = BufReader::new(child.stdout.take().expect("stdout pipe")).lines();
+    let server = Server::from_child(child);
+    (
+        server,
+        Client::new(Link::Stdio {
+            stdin: Some(stdin),
+            stdout,
+        }),
+    )
+}
+
+/// Starts wexec listening on `ws://127.0.0.1:0` (plus `args`) and reads the bound URL.
+pub async fn spawn_websocket(args: &[&str]) -> Server {
+    let mut full = vec!["--listen", "ws://127.0.0.1:0"];
+    full.extend_from_slice(args);
+    spawn_websocket_with(command(&full)).await
+}
+
+/// Starts a prepared wexec command that listens on a WebSocket, and reads the bound URL.
+pub async fn spawn_websocket_with(mut command: Command) -> Server {
+    let mut child = command.spawn().expect("spawn wexec");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout pipe")).lines();
+    let mut server = Server::from_child(child);
+    let line = tokio::time::timeout(TIMEOUT, stdout.next_line())
+        .await
+        .expect("address line in time")
+        .expect("read stdout");
+    let Some(line) = line else {
+        panic!(
+            "wexec printed no address line; stderr:\n{}",
+            server.stderr()
+        );
+    };
+    assert!(line.starts_with("ws://127.0.0.1:"), "address line: {line}");
+    server.url = Some(line);
+    // Nothing else may appear on stdout; keep draining it so a stray line is caught.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = stdout.next_line().await {
+            panic!("unexpected stdout line from a websocket server: {line}");
+        }
+    });
+    server
+}
+
+/// Sends a raw HTTP/1.1 request to `addr` and returns the whole response text.
+pub async fn http_raw(addr: &str, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("send request");
+    let mut response = Vec::new();
+    tokio::time::timeout(TIMEOUT, stream.read_to_end(&mut response))
+        .await
+        .expect("response in time")
+        .expect("read response");
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+/// The status code of an HTTP response text.
+pub fn status_of(response: &str) -> u16 {
+    response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"))
+}
+
+/// How a client reaches wexec.
+pub enum Link {
+    /// The child's stdin and stdout.
+    Stdio {
+        /// `None` once closed.
+        stdin: Option<ChildStdin>,
+        /// Lines of stdout.
+        stdout: Lines<BufReader<ChildStdout>>,
+    },
+    /// A WebSocket.
+    WebSocket(Box<WebSocketStream<MaybeTlsStream<TcpStream>>>),
+}
+
+/// What the next inbound item was.
+#[derive(Debug)]
+pub enum Received {
+    /// A JSON message.
+    Message(Value),
+    /// The connection ended (EOF, or a WebSocket close with this code).
+    Closed(Option<u16>),
+}
+
+/// A protocol client over one link.
+pub struct Client {
+    link: Link,
+    next_id: i64,
+    /// Notifications received while waiting for a reply, in arrival order.
+    pub notifications: VecDeque<Value>,
+    /// Replies received while waiting for a different one.
+    pub replies: VecDeque<Value>,
+}
+
+impl Client {
+    fn new(link: Link) -> Self {
+        Self {
+            link,
+            next_id: 1,
+            notifications: VecDeque::new(),
+            replies: VecDeque::new(),
+        }
+    }
+
+    /// Sends one message as text (a line on stdio, a text frame on WebSocket).
+    pub async fn send_text(&mut self, text: &str) {
+        match &mut self.link {
+            Link::Stdio { stdin, .. } => {
+                let stdin = stdin.as_mut().expect("stdin still open");
+                stdin.write_all(text.as_bytes()).await.expect("write stdin");
+                stdin.write_all(b"\n").await.expect("write stdin");
+                stdin.flush().await.expect("flush stdin");
+            }
+            Link::WebSocket(socket) => socket.send(Message::text(text)).await.expect("send text"),
+        }
+    }
+
+    /// Writes raw bytes to stdin (no terminator added).
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        let Link::Stdio { stdin, .. } = &mut self.link else {
+            panic!("send_raw is for stdio");
+        };
+        let stdin = stdin.as_mut().expect("stdin still open");
+        stdin.write_all(bytes).await.expect("write stdin");
+        stdin.flush().await.expect("flush stdin");
+    }
+
+    /// Sends a binary WebSocket message.
+    pub async fn send_binary(&mut self, bytes: Vec<u8>) {
+        self.try_send_binary(bytes).await.expect("send binary");
+    }
+
+    /// Sends a binary WebSocket message, reporting a failure instead of panicking.
+    pub async fn try_send_binary(
+        &mut self,
+        bytes: Vec<u8>,
+    ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        let Link::WebSocket(socket) = &mut self.link else {
+            panic!("send_binary is for websocket");
+        };
+        socket.send(Message::binary(bytes)).await
+    }
+
+    /// Sends a JSON message.
+    pub async fn send(&mut self, message: &Value) {
+        self.send_text(&message.to_string()).await;
+    }
+
+    /// Closes stdin (stdio) or sends a close frame (WebSocket).
+    pub async fn close(&mut self) {
+        match &mut self.link {
+            Link::Stdio { stdin, .. } => drop(stdin.take()),
+            Link::WebSocket(socket) => {
+                let _ = socket.close(None).await;
+            }
+        }
+    }
+
+    /// The next inbound item. Panics after [`TIMEOUT`].
+    pub async fn receive(&mut self) -> Received {
+        tokio::time::timeout(TIMEOUT, self.receive_inner())
+            .await
+            .expect("a message from wexec in time")
+    }
+
+    async fn receive_inner(&mut self) -> Received {
+        match &mut self.link {
+            Link::Stdio { stdout, .. } => match stdout.next_line().await.expect("read stdout") {
+                Some(line) => Received::Message(
+                    serde_json::from_str(&line)
+                        .unwrap_or_else(|err| panic!("stdout line is not JSON ({err}): {line}")),
+                ),
+                None => Received::Closed(None),
+            },
+            Link::WebSocket(socket) => loop {
+                match socket.next().await {
+                    Some(Ok(Message::Text(text))) => {
+                        return Received::Message(
+                            serde_json::from_str(&text).expect("text frame is JSON"),
+                        );
+                    }
+                    Some(Ok(Message::Binary(_))) => panic!("wexec must send text frames only"),
+                    Some(Ok(Message::Close(frame))) => {
+                        return Received::Closed(frame.map(|frame| u16::from(frame.code)));
+                    }
+                    Some(Ok(_)) => continue,
+                    Some(Err(_)) | None => return Received::Closed(None),
+                }
+            },
+        }
+    }
+
+    /// The next message; panics if the connection closed.
+    pub async fn recv(&mut self) -> Value {
+        match self.receive().await {
+            Received::Message(message) => message,
+            Received::Closed(code) => {
+                panic!("connection closed (code {code:?}) while a message was expected")
+            }
+        }
+    }
+
+    /// Asserts the connection closes next (nothing else arrives first).
+    pub async fn expect_closed(&mut self) -> Option<u16> {
+        match self.receive().await {
+            Received::Closed(code) => code,
+            Received::Message(message) => panic!("expected the connection to close, got {message}"),
+        }
+    }
+
+    /// The reply to `id`, stashing notifications and other replies met on the way.
+    pub async fn reply_to(&mut self, id: &Value) -> Value {
+        if let Some(index) = self.replies.iter().position(|reply| &reply["id"] == id) {
+            return self.replies.remove(index).expect("index is valid");
+        }
+        loop {
+            let message = self.recv().await;
+            if message.get("id").is_none() {
+                self.notifications.push_back(message);
+            } else if &message["id"] == id {
+                return message;
+            } else {
+                self.replies.push_back(message);
+            }
+        }
+    }
+
+    /// Sends a request with a fresh integer id and returns the whole reply message.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"id": id, "method": method, "params": params}))
+            .await;
+        let reply = self.reply_to(&json!(id)).await;
+        assert_eq!(
+            reply["jsonrpc"], "2.0",
+            "every reply carries jsonrpc 2.0: {reply}"
+        );
+        reply
+    }
+
+    /// Sends a request and returns its result, panicking on an error reply.
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        let reply = self.request(method, params).await;
+        match reply.get("result") {
+            Some(result) => result.clone(),
+            None => panic!("{method} failed: {reply}"),
+        }
+    }
+
+    /// Sends a request and returns its `error` member, panicking on success.
+    pub async fn call_err(&mut self, method: &str, params: Value) -> Value {
+        let reply = self.request(method, params).await;
+        match reply.get("error") {
+            Some(error) => error.clone(),
+            None => panic!("{method} was expected to fail: {reply}"),
+        }
+    }
+
+    /// `initialize` with a fresh session; returns the result.
+    pub async fn initialize(&mut self) -> Value {
+        self.call("initialize", json!({"clientName": "wexec-tests"}))
+            .await
+    }
+
+    /// `initialize` + `initialized`; returns the initialize result.
+    pub async fn handshake(&mut self) -> Value {
+        let result = self.initialize().await;
+        self.send(&json!({"method": "initialized", "params": {}}))
+            .await;
+        result
+    }
+}
+
+/// The JSON-RPC error object `{code, message}`.
+pub fn rpc_error(code: i64, message: &str) -> Value {
+    json!({"code": code, "message": message})
+}
