@@ -20,8 +20,10 @@
 mod cli;
 mod environment;
 mod path_uri;
+mod process;
 mod protocol;
 mod rpc;
+mod sandbox;
 mod server;
 mod transport;
 

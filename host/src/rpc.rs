@@ -19,8 +19,6 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// -32603: the host failed while serving a valid request.
 pub const INTERNAL_ERROR: i64 = -32603;
-/// -32004: a filesystem object does not exist.
-pub const NOT_FOUND: i64 = -32004;
 /// -32010: `initialize` tried to resume a session another connection still holds.
 pub const SESSION_ALREADY_ATTACHED: i64 = -32010;
 

@@ -49,11 +49,10 @@ impl ServerState {
         self.environment.info(Vec::new())
     }
 
-    /// Ends every session (wexec is exiting).
-    pub fn shutdown(&self) {
-        for session in self.sessions.drain() {
-            session.end();
-        }
+    /// Ends every session, terminating and waiting for every process (wexec is exiting).
+    pub async fn shutdown(&self) {
+        let sessions = self.sessions.drain();
+        futures_util::future::join_all(sessions.iter().map(|session| session.end())).await;
     }
 }
 
@@ -67,7 +66,7 @@ pub async fn serve_stdio(server: Arc<ServerState>, shutdown: impl Future<Output 
         }
         () = shutdown => {}
     }
-    server.shutdown();
+    server.shutdown().await;
     if tokio::time::timeout(STDOUT_DRAIN_TIMEOUT, writer)
         .await
         .is_err()
@@ -109,7 +108,7 @@ pub async fn serve_websocket(
         () = accept_loop(listener, Arc::clone(&server), token) => {}
         () = shutdown => {}
     }
-    server.shutdown();
+    server.shutdown().await;
     Ok(())
 }
 

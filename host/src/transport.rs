@@ -12,8 +12,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 /// Messages a transport reads ahead of the processor before it stops reading.
 pub const INBOUND_QUEUE_MESSAGES: usize = 16;
 
-/// Messages waiting to be written to one connection. Beyond this (or the byte budget),
-/// notifications are dropped and responses wait.
+/// Messages waiting to be written to one connection. Beyond this (or the byte budget), senders
+/// wait: responses are never dropped, and process output backs up into the child's pipe.
 pub const OUTBOUND_QUEUE_MESSAGES: usize = 4_096;
 
 /// Bytes waiting to be written to one connection: bounds a slow client's cost in memory.
@@ -54,17 +54,6 @@ pub struct Outbound {
 #[error("the connection is closed")]
 pub struct Closed;
 
-/// Why a notification was not queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum NotifyError {
-    /// The queue is full: the client reads too slowly.
-    #[error("the outbound queue is full")]
-    Full,
-    /// The connection is gone.
-    #[error("the connection is closed")]
-    Closed,
-}
-
 impl Outbound {
     /// A queue and its receiving end, for a transport's writer task.
     pub fn channel() -> (Self, mpsc::Receiver<OutboundMessage>) {
@@ -73,7 +62,8 @@ impl Outbound {
         (Self { queue, budget }, receiver)
     }
 
-    /// Queues a response, waiting for room: responses are never dropped.
+    /// Queues a message, waiting for room: nothing is dropped, and a slow client slows its
+    /// producers instead of growing wexec's memory.
     pub async fn send(&self, text: String) -> Result<(), Closed> {
         let permit = Arc::clone(&self.budget)
             .acquire_many_owned(budget_share(&text))
@@ -86,28 +76,6 @@ impl Outbound {
             })
             .await
             .map_err(|_| Closed)
-    }
-
-    /// Queues a notification if there is room now; a full queue drops it (the client recovers
-    /// what it missed with `process/read`).
-    pub fn try_notify(&self, text: String) -> Result<(), NotifyError> {
-        let permit = Arc::clone(&self.budget)
-            .try_acquire_many_owned(budget_share(&text))
-            .map_err(|_| NotifyError::Full)?;
-        self.queue
-            .try_send(OutboundMessage {
-                text,
-                _budget: Some(permit),
-            })
-            .map_err(|err| match err {
-                mpsc::error::TrySendError::Full(_) => NotifyError::Full,
-                mpsc::error::TrySendError::Closed(_) => NotifyError::Closed,
-            })
-    }
-
-    /// Whether the writer has gone away.
-    pub fn is_closed(&self) -> bool {
-        self.queue.is_closed()
     }
 }
 
@@ -123,18 +91,16 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn notifications_drop_when_the_byte_budget_is_spent_and_responses_wait() {
+    async fn senders_wait_once_the_byte_budget_is_spent() {
         let (outbound, mut receiver) = Outbound::channel();
         let big = "x".repeat(OUTBOUND_QUEUE_BYTES / 2 + 1);
-        outbound.try_notify(big.clone()).unwrap();
-        assert_eq!(outbound.try_notify(big.clone()), Err(NotifyError::Full));
-
+        outbound.send(big.clone()).await.unwrap();
         let sender = outbound.clone();
-        let response = tokio::spawn(async move { sender.send(big).await });
+        let second = tokio::spawn(async move { sender.send(big).await });
         tokio::task::yield_now().await;
-        assert!(!response.is_finished(), "a response waits for room");
+        assert!(!second.is_finished(), "the second message waits for room");
         drop(receiver.recv().await.unwrap());
-        response.await.unwrap().unwrap();
+        second.await.unwrap().unwrap();
         assert!(receiver.recv().await.is_some());
     }
 
@@ -142,9 +108,14 @@ mod tests {
     async fn message_count_is_bounded_too() {
         let (outbound, _receiver) = Outbound::channel();
         for _ in 0..OUTBOUND_QUEUE_MESSAGES {
-            outbound.try_notify("{}".into()).unwrap();
+            outbound.send("{}".into()).await.unwrap();
         }
-        assert_eq!(outbound.try_notify("{}".into()), Err(NotifyError::Full));
+        let blocked = tokio::time::timeout(
+            std::time::Duration::from_millis(50),
+            outbound.send("{}".into()),
+        )
+        .await;
+        assert!(blocked.is_err());
     }
 
     #[tokio::test]
@@ -152,6 +123,5 @@ mod tests {
         let (outbound, receiver) = Outbound::channel();
         drop(receiver);
         assert_eq!(outbound.send("{}".into()).await, Err(Closed));
-        assert_eq!(outbound.try_notify("{}".into()), Err(NotifyError::Closed));
     }
 }

@@ -52,6 +52,8 @@ pub fn wexec_bin() -> PathBuf {
 pub struct Server {
     child: Child,
     stderr: Arc<Mutex<String>>,
+    /// stdout lines after the address line of a WebSocket server: there must be none.
+    stray_stdout: Arc<Mutex<Vec<String>>>,
     /// The bound `ws://` URL, for WebSocket servers.
     pub url: Option<String>,
 }
@@ -89,6 +91,7 @@ impl Server {
         Self {
             child,
             stderr,
+            stray_stdout: Arc::default(),
             url: None,
         }
     }
@@ -205,10 +208,11 @@ pub async fn spawn_websocket_with(mut command: Command) -> Server {
     };
     assert!(line.starts_with("ws://127.0.0.1:"), "address line: {line}");
     server.url = Some(line);
-    // Nothing else may appear on stdout; keep draining it so a stray line is caught.
+    // Nothing else may appear on stdout; keep draining it so a stray line is caught on drop.
+    let stray = Arc::clone(&server.stray_stdout);
     tokio::spawn(async move {
         while let Ok(Some(line)) = stdout.next_line().await {
-            panic!("unexpected stdout line from a websocket server: {line}");
+            stray.lock().expect("stray stdout").push(line);
         }
     });
     server
@@ -374,6 +378,21 @@ impl Client {
             Received::Message(message) => message,
             Received::Closed(code) => {
                 panic!("connection closed (code {code:?}) while a message was expected")
+            }
+        }
+    }
+
+    /// The next notification: stashed ones first, then from the wire (stashing replies).
+    pub async fn next_notification(&mut self) -> Value {
+        if let Some(notification) = self.notifications.pop_front() {
+            return notification;
+        }
+        loop {
+            let message = self.recv().await;
+            if message.get("id").is_some() {
+                self.replies.push_back(message);
+            } else {
+                return message;
             }
         }
     }

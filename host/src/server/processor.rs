@@ -130,7 +130,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         session => {
             dispatcher.drain().await;
             if let Some(session) = session {
-                session.close();
+                session.close().await;
             }
         }
     }

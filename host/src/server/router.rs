@@ -43,6 +43,13 @@ pub enum Lane {
     /// Ordered per `processId`.
     Process,
     /// Ordered per `handleId`.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "fs/open, readBlock, writeBlock and close take this lane when the fs plugin lands"
+        )
+    )]
     Handle,
 }
 
@@ -77,6 +84,15 @@ pub struct Route {
     pub handler: Handler,
 }
 
+fn exec(exempt: bool, lane: Lane, handler: Handler) -> Route {
+    Route {
+        family: Family::Exec,
+        exempt,
+        lane,
+        handler,
+    }
+}
+
 /// The route of `method`, if wexec serves it.
 pub fn route(method: &str) -> Option<Route> {
     let route = match method {
@@ -92,6 +108,22 @@ pub fn route(method: &str) -> Option<Route> {
             lane: Lane::None,
             handler: |ctx, params| Box::pin(handlers::environment_status(ctx, params)),
         },
+        protocol::PROCESS_START => exec(false, Lane::Process, |ctx, params| {
+            Box::pin(handlers::process::start(ctx, params))
+        }),
+        // Reads are exempt from ordering so a long poll never holds up writes to its process.
+        protocol::PROCESS_READ => exec(false, Lane::None, |ctx, params| {
+            Box::pin(handlers::process::read(ctx, params))
+        }),
+        protocol::PROCESS_WRITE => exec(false, Lane::Process, |ctx, params| {
+            Box::pin(handlers::process::write(ctx, params))
+        }),
+        protocol::PROCESS_SIGNAL => exec(true, Lane::Process, |ctx, params| {
+            Box::pin(handlers::process::signal(ctx, params))
+        }),
+        protocol::PROCESS_TERMINATE => exec(true, Lane::Process, |ctx, params| {
+            Box::pin(handlers::process::terminate(ctx, params))
+        }),
         _ => return None,
     };
     Some(route)

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::process::ProcessTable;
 use crate::rpc::{RpcError, invalid_request, session_already_attached};
 use crate::transport::Outbound;
 
@@ -42,14 +43,14 @@ pub struct Session {
     attachment: Mutex<Attachment>,
     /// Bumped on every attach; connections watch it to learn of a takeover.
     epoch: watch::Sender<u64>,
+    /// The session's processes; their notifications go to the attached connection.
+    processes: Arc<ProcessTable>,
 }
 
 #[derive(Debug)]
 struct Attachment {
     /// The connection that holds the session, if any.
     connection: Option<ConnectionId>,
-    /// Where notifications go while attached.
-    sink: Option<Outbound>,
     /// When a detached session stops being resumable.
     expires_at: Option<Instant>,
 }
@@ -87,15 +88,17 @@ impl SessionRegistry {
         initialize_result: impl FnOnce(&str) -> Result<Box<RawValue>, RpcError>,
     ) -> Result<SessionHandle, RpcError> {
         let id = uuid::Uuid::new_v4().to_string();
+        let processes = Arc::new(ProcessTable::default());
+        processes.sink().set(Some(sink));
         let session = Arc::new(Session {
             initialize_result: initialize_result(&id)?,
             id: id.clone(),
             attachment: Mutex::new(Attachment {
                 connection: Some(connection),
-                sink: Some(sink),
                 expires_at: None,
             }),
             epoch: watch::Sender::new(0),
+            processes,
         });
         lock(&self.sessions).insert(id, Arc::clone(&session));
         Ok(self.handle(session, connection))
@@ -118,14 +121,16 @@ impl SessionRegistry {
             }
             if attachment.expires_at.is_some_and(|at| Instant::now() >= at) {
                 drop(attachment);
-                self.remove(&session);
+                if self.remove(&session) {
+                    tokio::spawn(async move { session.end().await });
+                }
                 return Err(unknown());
             }
             *attachment = Attachment {
                 connection: Some(connection),
-                sink: Some(sink),
                 expires_at: None,
             };
+            session.processes.sink().set(Some(sink));
             // Under the attachment lock, so the epoch order matches the attach order.
             session.epoch.send_modify(|epoch| *epoch += 1);
         }
@@ -151,16 +156,6 @@ impl SessionRegistry {
             .collect()
     }
 
-    /// The number of live sessions.
-    pub fn len(&self) -> usize {
-        lock(&self.sessions).len()
-    }
-
-    /// Whether there are no sessions.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn remove(&self, session: &Arc<Session>) -> bool {
         let mut sessions = lock(&self.sessions);
         match sessions.get(&session.id) {
@@ -172,14 +167,15 @@ impl SessionRegistry {
         }
     }
 
-    /// Removes `session` if it is still detached and its deadline has passed.
-    fn expire(&self, session: &Arc<Session>) {
+    /// Removes `session` if it is still detached and its deadline has passed, terminating its
+    /// processes.
+    async fn expire(&self, session: &Arc<Session>) {
         let expired = lock(&session.attachment)
             .expires_at
             .is_some_and(|at| Instant::now() >= at);
         if expired && self.remove(session) {
             tracing::info!(session = session.id, "detached session expired");
-            session.end();
+            session.end().await;
         }
     }
 }
@@ -190,18 +186,21 @@ impl Session {
         &self.id
     }
 
-    /// Where notifications for this session go right now, if anywhere (detached: nowhere).
-    pub fn notification_sink(&self) -> Option<Outbound> {
-        lock(&self.attachment).sink.clone()
+    /// The session's processes.
+    pub fn processes(&self) -> &Arc<ProcessTable> {
+        &self.processes
     }
 
-    /// Ends the session: it is no longer attached or resumable. The processes it owns are
-    /// terminated by their owner when they arrive (issue "Processes").
-    pub fn end(&self) {
-        let mut attachment = lock(&self.attachment);
-        attachment.connection = None;
-        attachment.sink = None;
-        attachment.expires_at = Some(Instant::now());
+    /// Ends the session: it is no longer attached or resumable, and every process it owns is
+    /// terminated and waited for.
+    pub async fn end(&self) {
+        {
+            let mut attachment = lock(&self.attachment);
+            attachment.connection = None;
+            attachment.expires_at = Some(Instant::now());
+        }
+        self.processes.sink().set(None);
+        self.processes.shutdown().await;
     }
 }
 
@@ -237,9 +236,9 @@ impl SessionHandle {
             }
             *attachment = Attachment {
                 connection: None,
-                sink: None,
                 expires_at: Some(Instant::now() + self.registry.detach_ttl),
             };
+            self.session.processes.sink().set(None);
         }
         tracing::info!(session = self.session.id, "session detached");
         let registry = Arc::clone(&self.registry);
@@ -247,14 +246,14 @@ impl SessionHandle {
         let ttl = self.registry.detach_ttl;
         tokio::spawn(async move {
             tokio::time::sleep(ttl).await;
-            registry.expire(&session);
+            registry.expire(&session).await;
         });
     }
 
     /// The connection ended and the session ends with it (stdio).
-    pub fn close(&self) {
+    pub async fn close(&self) {
         if self.registry.remove(&self.session) {
-            self.session.end();
+            self.session.end().await;
         }
     }
 }
@@ -293,7 +292,7 @@ mod tests {
         );
 
         first.detach();
-        assert!(first.session().notification_sink().is_none());
+        assert!(first.session().processes().sink().current().is_none());
         let second = registry.resume(&id, b, sink()).unwrap();
         assert_eq!(
             second.initialize_result().get(),
@@ -312,7 +311,7 @@ mod tests {
         let err = registry.resume(&id, c, sink()).unwrap_err();
         assert_eq!(err.code, INVALID_REQUEST);
         assert_eq!(err.message, format!("unknown session id {id}"));
-        assert!(registry.is_empty());
+        assert!(registry.sessions.lock().unwrap().is_empty());
     }
 
     #[tokio::test(start_paused = true)]
@@ -324,7 +323,7 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(10)).await;
         let second = registry.resume(&id, ConnectionId::next(), sink()).unwrap();
         tokio::time::sleep(Duration::from_secs(60)).await;
-        assert_eq!(registry.len(), 1);
+        assert_eq!(registry.sessions.lock().unwrap().len(), 1);
         assert!(second.is_current());
     }
 
@@ -333,7 +332,7 @@ mod tests {
         let registry = SessionRegistry::new(Duration::from_secs(30));
         let handle = registry.open(ConnectionId::next(), sink(), result).unwrap();
         let id = handle.session().id().to_owned();
-        handle.close();
+        handle.close().await;
         assert_eq!(
             registry
                 .resume(&id, ConnectionId::next(), sink())

@@ -27,9 +27,13 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a client may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// After closing for an oversized message, how long wexec keeps discarding what the client
-/// still sends, so the close frame reaches it instead of being lost to a TCP reset.
-const LINGER: Duration = Duration::from_secs(2);
+/// After closing for an oversized message, wexec keeps discarding what the client still sends
+/// until it has been silent this long, so the close frame reaches it instead of being lost to a
+/// TCP reset (which discards unread data on the client side)...
+const LINGER_IDLE: Duration = Duration::from_secs(2);
+
+/// ...but never for longer than this in all.
+const LINGER_MAX: Duration = Duration::from_secs(10);
 
 /// Runs the HTTP front door on an accepted socket. Returns the connection if the socket was
 /// upgraded; every other request is answered and closed here.
@@ -210,14 +214,14 @@ async fn write_messages(
     while queue.recv().await.is_some() {}
 }
 
-/// Half-closes the socket and discards input for up to [`LINGER`], so a client still sending
-/// receives the close frame already written rather than a reset.
+/// Half-closes the socket and discards input until the client goes quiet (see [`LINGER_IDLE`]),
+/// so a client still sending receives the close frame already written rather than a reset.
 async fn linger(mut socket: WebSocketStream<TcpStream>) {
     let tcp = socket.get_mut();
     let _ = tcp.shutdown().await;
-    let _ = tokio::time::timeout(LINGER, async {
+    let _ = tokio::time::timeout(LINGER_MAX, async {
         let mut discard = vec![0u8; 64 * 1024];
-        while let Ok(read) = tcp.read(&mut discard).await {
+        while let Ok(Ok(read)) = tokio::time::timeout(LINGER_IDLE, tcp.read(&mut discard)).await {
             if read == 0 {
                 break;
             }

@@ -1,0 +1,171 @@
+//! The pump: one task per process that reads its output, reaps it, and records and notifies
+//! every event. Being the only producer of a process's events, it emits them in seq order
+//! without further coordination.
+
+use std::os::unix::process::ExitStatusExt;
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, ChildStderr, ChildStdout};
+
+use super::pty::PtyMaster;
+use super::{CLOSED_RETENTION, Process, ProcessTable, lock};
+use crate::protocol::{
+    OutputStream, PROCESS_CLOSED, PROCESS_EXITED, PROCESS_OUTPUT, ProcessClosedNotification,
+    ProcessExitedNotification, ProcessOutputNotification,
+};
+use crate::rpc::encode_notification;
+
+/// Largest read from a child stream: the largest output chunk.
+pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
+
+/// The parent's reading ends.
+pub enum Output {
+    /// stdout and stderr pipes.
+    Pipes {
+        /// stdout.
+        stdout: ChildStdout,
+        /// stderr.
+        stderr: ChildStderr,
+    },
+    /// The pty master.
+    Pty(Arc<PtyMaster>),
+}
+
+/// Runs until the process has exited and every stream reached end of file, then schedules the
+/// process's eviction.
+pub async fn run(
+    process: Arc<Process>,
+    table: Arc<ProcessTable>,
+    mut child: Child,
+    output: Output,
+) {
+    let mut stdout_buffer = vec![0u8; MAX_CHUNK_BYTES];
+    let mut stderr_buffer = vec![0u8; MAX_CHUNK_BYTES];
+    let mut exited = false;
+    match output {
+        Output::Pipes {
+            mut stdout,
+            mut stderr,
+        } => {
+            let (mut stdout_open, mut stderr_open) = (true, true);
+            while stdout_open || stderr_open || !exited {
+                tokio::select! {
+                    read = stdout.read(&mut stdout_buffer), if stdout_open => match read {
+                        Ok(n) if n > 0 => emit_chunk(&process, &table, OutputStream::Stdout, &stdout_buffer[..n]).await,
+                        _ => stdout_open = false,
+                    },
+                    read = stderr.read(&mut stderr_buffer), if stderr_open => match read {
+                        Ok(n) if n > 0 => emit_chunk(&process, &table, OutputStream::Stderr, &stderr_buffer[..n]).await,
+                        _ => stderr_open = false,
+                    },
+                    status = child.wait(), if !exited => {
+                        exited = true;
+                        emit_exit(&process, &table, status).await;
+                    }
+                }
+            }
+        }
+        Output::Pty(master) => {
+            let mut open = true;
+            while open || !exited {
+                tokio::select! {
+                    read = master.read(&mut stdout_buffer), if open => match read {
+                        Ok(n) if n > 0 => emit_chunk(&process, &table, OutputStream::Pty, &stdout_buffer[..n]).await,
+                        _ => open = false,
+                    },
+                    status = child.wait(), if !exited => {
+                        exited = true;
+                        emit_exit(&process, &table, status).await;
+                    }
+                }
+            }
+        }
+    }
+    let seq = lock(&process.log).record_close();
+    process.events.send_modify(|events| *events += 1);
+    notify(
+        &table,
+        PROCESS_CLOSED,
+        &ProcessClosedNotification {
+            process_id: &process.id,
+            seq,
+        },
+    )
+    .await;
+    tracing::debug!(process = process.id, "closed");
+    tokio::time::sleep(CLOSED_RETENTION).await;
+    table.remove(&process);
+}
+
+async fn emit_chunk(process: &Process, table: &ProcessTable, stream: OutputStream, data: &[u8]) {
+    let seq = lock(&process.log).push_chunk(stream, Arc::from(data));
+    process.events.send_modify(|events| *events += 1);
+    if table.sink.current().is_some() {
+        let chunk = STANDARD.encode(data);
+        notify(
+            table,
+            PROCESS_OUTPUT,
+            &ProcessOutputNotification {
+                process_id: &process.id,
+                seq,
+                stream,
+                chunk: &chunk,
+            },
+        )
+        .await;
+    }
+}
+
+async fn emit_exit(
+    process: &Process,
+    table: &ProcessTable,
+    status: std::io::Result<std::process::ExitStatus>,
+) {
+    let exit_code = match status {
+        Ok(status) => status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+        Err(err) => {
+            tracing::warn!(process = process.id, "reaping failed: {err}");
+            -1
+        }
+    };
+    process.set_exited();
+    // Wake a write blocked on a child that stopped reading (it gives up once exited), then
+    // release stdin now rather than at eviction.
+    process.events.send_modify(|events| *events += 1);
+    *process.stdin.lock().await = None;
+    let seq = lock(&process.log).record_exit(exit_code);
+    process.events.send_modify(|events| *events += 1);
+    tracing::debug!(process = process.id, exit_code, "exited");
+    notify(
+        table,
+        PROCESS_EXITED,
+        &ProcessExitedNotification {
+            process_id: &process.id,
+            seq,
+            exit_code,
+            sandbox_denied: false,
+        },
+    )
+    .await;
+}
+
+/// Sends a notification to the session's connection, waiting for room in its queue: a slow
+/// client slows the child (as a terminal would) instead of losing output or growing memory.
+/// Detached sessions drop notifications; the events stay readable with `process/read`.
+async fn notify<P: serde::Serialize>(table: &ProcessTable, method: &str, params: &P) {
+    let Some(outbound) = table.sink.current() else {
+        return;
+    };
+    match encode_notification(method, params) {
+        Ok(text) => {
+            // A closed connection means the session is detaching; nothing to do.
+            let _ = outbound.send(text).await;
+        }
+        Err(err) => tracing::warn!("{err}"),
+    }
+}

@@ -1,0 +1,179 @@
+//! `process/*` handlers: protocol mapping onto [`crate::process`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
+
+use crate::path_uri::{self, PathUriError};
+use crate::process::Process;
+use crate::process::env::child_env;
+use crate::process::spawn::{SpawnSpec, spawn};
+use crate::protocol::{
+    ProcessChunk, ProcessReadParams, ProcessReadResponse, ProcessSignalParams, ProcessStartParams,
+    ProcessStartResponse, ProcessTerminateParams, ProcessTerminateResponse, ProcessWriteParams,
+    ProcessWriteResponse, WriteStatus,
+};
+use crate::rpc::{
+    RpcError, RpcResult, decode_params, internal_error, invalid_params, invalid_request, to_result,
+};
+use crate::sandbox::{self, Purpose};
+use crate::server::processor::RequestContext;
+
+const RESUMED_ELSEWHERE: &str = "session has been resumed by another connection";
+
+/// `process/start` (PROTOCOL §8.1). Checks run in the specified order; nothing is spawned when
+/// one fails.
+pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
+    let params: ProcessStartParams = decode_params(params)?;
+    let cwd = path_uri::parse(&params.cwd).map_err(|err| invalid_params(cwd_error(err)))?;
+    sandbox::check(params.sandbox.as_ref(), Purpose::Process)?;
+    if params.enforce_managed_network {
+        return Err(invalid_params(sandbox::REFUSAL));
+    }
+    for (field, value) in [
+        ("networkProxy", &params.network_proxy),
+        ("shellSnapshot", &params.shell_snapshot),
+    ] {
+        if value.as_ref().is_some_and(|value| !value.is_null()) {
+            return Err(invalid_params(format!(
+                "{field} is not supported by this executor"
+            )));
+        }
+    }
+    if params.argv.is_empty() {
+        return Err(invalid_params("argv must not be empty"));
+    }
+    let table = ctx.session.session().processes();
+    let process = table
+        .reserve(&params.process_id)
+        .map_err(|err| invalid_request(err.to_string()))?;
+    let host_env = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
+    let env = child_env(host_env, &params.env, params.env_policy.as_ref());
+    let spec = SpawnSpec {
+        argv: &params.argv,
+        arg0: params.arg0.as_deref(),
+        cwd: &cwd,
+        env: &env,
+        tty: params.tty,
+        pipe_stdin: params.pipe_stdin,
+    };
+    match spawn(&spec) {
+        Ok(spawned) => table.started(&process, spawned),
+        Err(err) => {
+            table.remove(&process);
+            return Err(internal_error(format!("failed to spawn process: {err}")));
+        }
+    }
+    to_result(&ProcessStartResponse {
+        process_id: params.process_id,
+        sandbox_type: "none",
+    })
+}
+
+fn cwd_error(err: PathUriError) -> String {
+    match err {
+        PathUriError::InvalidUri { uri, reason } => {
+            format!("cwd URI `{uri}` is not valid on this exec-server host: {reason}")
+        }
+        not_absolute @ PathUriError::NotAbsolute(_) => not_absolute.to_string(),
+    }
+}
+
+/// The process a read names: unknown and starting ids are errors.
+fn readable_process(ctx: &RequestContext, id: &str) -> Result<Arc<Process>, RpcError> {
+    let process = ctx
+        .session
+        .session()
+        .processes()
+        .get(id)
+        .ok_or_else(|| invalid_request(format!("unknown process id {id}")))?;
+    if process.is_starting() {
+        return Err(invalid_request(format!("process id {id} is starting")));
+    }
+    Ok(process)
+}
+
+/// `process/read` (PROTOCOL §8.2), with an event-driven long poll.
+pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
+    let params: ProcessReadParams = decode_params(params)?;
+    let process = readable_process(&ctx, &params.process_id)?;
+    let after_seq = params.after_seq.unwrap_or(0);
+    let wait = Duration::from_millis(params.wait_ms.unwrap_or(0));
+    if !wait.is_zero() {
+        let mut events = process.subscribe();
+        tokio::select! {
+            _ = events.wait_for(|_| process.is_ready(after_seq)) => {}
+            () = tokio::time::sleep(wait) => {}
+            // The client is gone: answer now rather than hold up shutdown.
+            () = ctx.connection.closing() => {}
+            () = ctx.session.taken_over() => return Err(invalid_request(RESUMED_ELSEWHERE)),
+        }
+    }
+    if !ctx.session.is_current() {
+        return Err(invalid_request(RESUMED_ELSEWHERE));
+    }
+    let snapshot = process.read(after_seq, params.max_bytes);
+    to_result(&ProcessReadResponse {
+        chunks: snapshot
+            .chunks
+            .iter()
+            .map(|chunk| ProcessChunk {
+                seq: chunk.seq,
+                stream: chunk.stream,
+                chunk: STANDARD.encode(&chunk.data),
+            })
+            .collect(),
+        next_seq: snapshot.next_seq,
+        exited: snapshot.exit.is_some(),
+        exit_code: snapshot.exit,
+        closed: snapshot.closed,
+        failure: None,
+        sandbox_denied: false,
+    })
+}
+
+/// `process/write` (PROTOCOL §8.3).
+pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
+    let params: ProcessWriteParams = decode_params(params)?;
+    if params.write_id.as_deref() == Some("") {
+        return Err(invalid_params("writeId must not be empty"));
+    }
+    let data = STANDARD
+        .decode(&params.chunk)
+        .map_err(|err| invalid_params(format!("chunk is not valid base64: {err}")))?;
+    let status = match ctx.session.session().processes().get(&params.process_id) {
+        None => WriteStatus::UnknownProcess,
+        Some(process) => process
+            .write(&data, params.write_id.as_deref())
+            .await
+            .map_err(|err| internal_error(err.to_string()))?,
+    };
+    to_result(&ProcessWriteResponse { status })
+}
+
+/// `process/signal` (PROTOCOL §8.4).
+pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
+    let params: ProcessSignalParams = decode_params(params)?;
+    if let Some(process) = ctx.session.session().processes().get(&params.process_id) {
+        process
+            .interrupt()
+            .map_err(|err| internal_error(err.to_string()))?;
+    }
+    to_result(&serde_json::json!({}))
+}
+
+/// `process/terminate` (PROTOCOL §8.5).
+pub async fn terminate(ctx: RequestContext, params: Value) -> RpcResult {
+    let params: ProcessTerminateParams = decode_params(params)?;
+    let running = ctx
+        .session
+        .session()
+        .processes()
+        .get(&params.process_id)
+        .is_some_and(|process| process.terminate());
+    to_result(&ProcessTerminateResponse { running })
+}

@@ -1,0 +1,504 @@
+//! `process/*` against the real binary (PROTOCOL §8; conformance items 3–7).
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use wexec_tests::{Client, Received, rpc_error, spawn_stdio, spawn_websocket};
+
+fn start_params(id: &str, argv: &[&str]) -> Value {
+    json!({
+        "processId": id,
+        "argv": argv,
+        "cwd": std::env::temp_dir().to_string_lossy(),
+        "env": {"PATH": "/usr/bin:/bin"},
+        "tty": false,
+        "arg0": null,
+    })
+}
+
+async fn start(client: &mut Client, id: &str, argv: &[&str]) {
+    let result = client.call("process/start", start_params(id, argv)).await;
+    assert_eq!(result, json!({"processId": id, "sandboxType": "none"}));
+}
+
+/// Collects notifications for `id` until its `process/closed`.
+async fn events_until_closed(client: &mut Client, id: &str) -> Vec<Value> {
+    let mut events = Vec::new();
+    loop {
+        let message = client.next_notification().await;
+        if message["params"]["processId"] != id {
+            continue;
+        }
+        let closed = message["method"] == "process/closed";
+        events.push(message);
+        if closed {
+            return events;
+        }
+    }
+}
+
+fn decode(chunk: &Value) -> Vec<u8> {
+    STANDARD
+        .decode(chunk.as_str().expect("base64 string"))
+        .expect("valid base64")
+}
+
+#[tokio::test]
+async fn output_exit_and_close_are_numbered_in_order_and_replayable() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    start(
+        &mut client,
+        "p",
+        &[
+            "sh",
+            "-c",
+            "printf a; sleep 0.2; printf b >&2; sleep 0.2; exit 7",
+        ],
+    )
+    .await;
+    let events = events_until_closed(&mut client, "p").await;
+    let summary: Vec<(String, u64)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["method"].as_str().unwrap_or_default().to_owned(),
+                e["params"]["seq"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("process/output".into(), 1),
+            ("process/output".into(), 2),
+            ("process/exited".into(), 3),
+            ("process/closed".into(), 4)
+        ]
+    );
+    assert_eq!(events[0]["params"]["stream"], "stdout");
+    assert_eq!(decode(&events[0]["params"]["chunk"]), b"a");
+    assert_eq!(events[1]["params"]["stream"], "stderr");
+    assert_eq!(
+        events[2]["params"],
+        json!({"processId": "p", "seq": 3, "exitCode": 7, "sandboxDenied": false})
+    );
+
+    let replay = client.call("process/read", json!({"processId": "p"})).await;
+    assert_eq!(replay["nextSeq"], 5);
+    assert_eq!(
+        (
+            replay["exited"].clone(),
+            replay["exitCode"].clone(),
+            replay["closed"].clone()
+        ),
+        (json!(true), json!(7), json!(true))
+    );
+    assert_eq!(replay["chunks"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        (replay["failure"].clone(), replay["sandboxDenied"].clone()),
+        (Value::Null, json!(false))
+    );
+    let one = client
+        .call("process/read", json!({"processId": "p", "maxBytes": 1}))
+        .await;
+    assert_eq!(one["chunks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(one["nextSeq"], 2);
+    let after = client
+        .call("process/read", json!({"processId": "p", "afterSeq": 1}))
+        .await;
+    assert_eq!(after["chunks"][0]["seq"], 2);
+}
+
+#[tokio::test]
+async fn five_megabytes_arrive_whole_with_contiguous_seqs() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    start(&mut client, "big", &["head", "-c", "5000000", "/dev/zero"]).await;
+    let events = events_until_closed(&mut client, "big").await;
+    let mut bytes = 0;
+    for (index, event) in events.iter().enumerate() {
+        assert_eq!(event["params"]["seq"], index as u64 + 1, "contiguous seqs");
+        if event["method"] == "process/output" {
+            let chunk = decode(&event["params"]["chunk"]);
+            assert!(!chunk.is_empty() && chunk.len() <= 64 * 1024);
+            assert!(chunk.iter().all(|&b| b == 0));
+            bytes += chunk.len();
+        }
+    }
+    assert_eq!(bytes, 5_000_000);
+}
+
+#[tokio::test]
+async fn long_poll_wakes_on_output_or_times_out_while_others_are_served() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    start(
+        &mut client,
+        "slow",
+        &["sh", "-c", "sleep 0.5; echo hi; sleep 30"],
+    )
+    .await;
+    client.send(&json!({"id": "poll", "method": "process/read", "params": {"processId": "slow", "waitMs": 10000}})).await;
+    let began = Instant::now();
+    // A long poll never delays others.
+    assert_eq!(
+        client.call("environment/status", Value::Null).await["status"],
+        "ready"
+    );
+    assert!(began.elapsed() < Duration::from_millis(400));
+    let woke = client.reply_to(&json!("poll")).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "woken by output, not the timeout"
+    );
+    assert_eq!(decode(&woke["result"]["chunks"][0]["chunk"]), b"hi\n");
+
+    let began = Instant::now();
+    let empty = client
+        .call(
+            "process/read",
+            json!({"processId": "slow", "afterSeq": 1, "waitMs": 300}),
+        )
+        .await;
+    assert!(began.elapsed() >= Duration::from_millis(280));
+    assert_eq!(empty["chunks"], json!([]));
+    assert_eq!(empty["nextSeq"], 2);
+    assert_eq!(
+        client
+            .call("process/terminate", json!({"processId": "slow"}))
+            .await,
+        json!({"running": true})
+    );
+}
+
+#[tokio::test]
+async fn tty_echo_stdin_states_and_write_ids() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    let mut params = start_params("tty", &["cat"]);
+    params["tty"] = json!(true);
+    client.call("process/start", params).await;
+    let hello = STANDARD.encode("hello\n");
+    let write = |id: Option<&str>| json!({"processId": "tty", "chunk": hello, "writeId": id});
+    assert_eq!(
+        client.call("process/write", write(Some("w1"))).await,
+        json!({"status": "accepted"})
+    );
+    assert_eq!(
+        client.call("process/write", write(Some("w1"))).await,
+        json!({"status": "accepted"})
+    );
+    assert_eq!(
+        client.call("process/write", write(None)).await,
+        json!({"status": "accepted"})
+    );
+    // The terminal echoes each line and cat prints it: two writes, so "hello" four times.
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while seen.windows(5).filter(|w| w == b"hello").count() < 4 && Instant::now() < deadline {
+        let message = client.next_notification().await;
+        if message["method"] == "process/output" {
+            assert_eq!(message["params"]["stream"], "pty");
+            seen.extend(decode(&message["params"]["chunk"]));
+        }
+    }
+    assert_eq!(
+        seen.windows(5).filter(|w| w == b"hello").count(),
+        4,
+        "{}",
+        String::from_utf8_lossy(&seen)
+    );
+
+    start(&mut client, "nostdin", &["sleep", "5"]).await;
+    let chunk = STANDARD.encode("x");
+    assert_eq!(
+        client
+            .call(
+                "process/write",
+                json!({"processId": "nostdin", "chunk": chunk})
+            )
+            .await,
+        json!({"status": "stdinClosed"})
+    );
+    assert_eq!(
+        client
+            .call(
+                "process/write",
+                json!({"processId": "ghost", "chunk": chunk})
+            )
+            .await,
+        json!({"status": "unknownProcess"})
+    );
+    assert_eq!(
+        client
+            .call_err(
+                "process/write",
+                json!({"processId": "nostdin", "chunk": chunk, "writeId": ""})
+            )
+            .await,
+        rpc_error(-32602, "writeId must not be empty")
+    );
+}
+
+#[tokio::test]
+async fn a_write_pipelined_after_its_start_reaches_the_child() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    let mut params = start_params("cat", &["cat"]);
+    params["pipeStdin"] = json!(true);
+    let text = [
+        json!({"id": 1, "method": "process/start", "params": params}).to_string(),
+        json!({"id": 2, "method": "process/write", "params": {"processId": "cat", "chunk": STANDARD.encode("ping\n")}}).to_string(),
+    ]
+    .join("\n");
+    client.send_raw(format!("{text}\n").as_bytes()).await;
+    assert_eq!(
+        client.reply_to(&json!(2)).await["result"],
+        json!({"status": "accepted"})
+    );
+    let read = client
+        .call("process/read", json!({"processId": "cat", "waitMs": 5000}))
+        .await;
+    assert_eq!(decode(&read["chunks"][0]["chunk"]), b"ping\n");
+}
+
+#[tokio::test]
+async fn start_validation_order_and_messages() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    let mut restrictive = start_params("x", &[]);
+    restrictive["sandbox"] = json!({"permissions": {"type": "workspace-write"}});
+    assert_eq!(
+        client.call_err("process/start", restrictive).await,
+        rpc_error(-32602, "sandbox intent cannot be enforced on this executor")
+    );
+    let mut proxy = start_params("x", &[]);
+    proxy["networkProxy"] = json!({});
+    assert_eq!(
+        client.call_err("process/start", proxy).await,
+        rpc_error(-32602, "networkProxy is not supported by this executor")
+    );
+    assert_eq!(
+        client
+            .call_err("process/start", start_params("x", &[]))
+            .await,
+        rpc_error(-32602, "argv must not be empty")
+    );
+    start(&mut client, "dup", &["true"]).await;
+    assert_eq!(
+        client
+            .call_err("process/start", start_params("dup", &["true"]))
+            .await,
+        rpc_error(-32600, "process dup already exists")
+    );
+    assert_eq!(
+        client
+            .call_err(
+                "process/start",
+                start_params("missing", &["no-such-program-wexec"])
+            )
+            .await,
+        rpc_error(
+            -32603,
+            "failed to spawn process: No such file or directory (os error 2)"
+        )
+    );
+    let mut bad_cwd = start_params("x", &["true"]);
+    bad_cwd["cwd"] = json!("file://host/tmp");
+    assert_eq!(
+        client.call_err("process/start", bad_cwd).await,
+        rpc_error(
+            -32602,
+            "cwd URI `file://host/tmp` is not valid on this exec-server host: URIs with an authority are not supported"
+        )
+    );
+    assert_eq!(
+        client
+            .call_err("process/read", json!({"processId": "ghost"}))
+            .await,
+        rpc_error(-32600, "unknown process id ghost")
+    );
+    assert_eq!(
+        client
+            .call_err("process/start", json!({"processId": "x"}))
+            .await["code"],
+        -32602
+    );
+}
+
+#[tokio::test]
+async fn terminate_and_interrupt_semantics() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    start(&mut client, "t", &["sleep", "30"]).await;
+    assert_eq!(
+        client
+            .call("process/terminate", json!({"processId": "t"}))
+            .await,
+        json!({"running": true})
+    );
+    let events = events_until_closed(&mut client, "t").await;
+    let exited = events
+        .iter()
+        .find(|e| e["method"] == "process/exited")
+        .expect("exited event");
+    assert_eq!(exited["params"]["exitCode"], 143);
+    let closed = events.last().expect("closed event");
+    assert_eq!(
+        closed["params"]["seq"].as_u64(),
+        exited["params"]["seq"].as_u64().map(|s| s + 1)
+    );
+    assert_eq!(
+        client
+            .call("process/terminate", json!({"processId": "t"}))
+            .await,
+        json!({"running": false})
+    );
+    assert_eq!(
+        client
+            .call("process/terminate", json!({"processId": "ghost"}))
+            .await,
+        json!({"running": false})
+    );
+
+    // SIGTERM ignored: SIGKILL after the grace → 137.
+    start(
+        &mut client,
+        "stubborn",
+        &["sh", "-c", "trap '' TERM; sleep 30"],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client
+        .call("process/terminate", json!({"processId": "stubborn"}))
+        .await;
+    let events = events_until_closed(&mut client, "stubborn").await;
+    let exited = events
+        .iter()
+        .find(|e| e["method"] == "process/exited")
+        .expect("exited event");
+    assert_eq!(exited["params"]["exitCode"], 137);
+
+    // interrupt reaches a shell trapping INT.
+    start(
+        &mut client,
+        "trap",
+        &[
+            "sh",
+            "-c",
+            "trap 'exit 7' INT; while true; do sleep 0.05; done",
+        ],
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        client
+            .call(
+                "process/signal",
+                json!({"processId": "trap", "signal": "interrupt"})
+            )
+            .await,
+        json!({})
+    );
+    let events = events_until_closed(&mut client, "trap").await;
+    let exited = events
+        .iter()
+        .find(|e| e["method"] == "process/exited")
+        .expect("exited event");
+    assert_eq!(exited["params"]["exitCode"], 7);
+    assert_eq!(
+        client
+            .call(
+                "process/signal",
+                json!({"processId": "ghost", "signal": "interrupt"})
+            )
+            .await,
+        json!({})
+    );
+}
+
+/// Whether a process with this pid exists (zombies included).
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[tokio::test]
+async fn no_process_survives_stdin_eof() {
+    let (mut server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    start(
+        &mut client,
+        "a",
+        &["sh", "-c", "echo $$; sleep 60 & echo $!; wait"],
+    )
+    .await;
+    start(
+        &mut client,
+        "b",
+        &["sh", "-c", "trap '' TERM; echo $$; sleep 60"],
+    )
+    .await;
+    let mut pids = Vec::new();
+    while pids.len() < 3 {
+        let message = client.next_notification().await;
+        if message["method"] == "process/output" {
+            let text = String::from_utf8(decode(&message["params"]["chunk"])).expect("utf-8");
+            pids.extend(
+                text.split_whitespace()
+                    .map(|pid| pid.parse::<u32>().expect("pid")),
+            );
+        }
+    }
+    assert!(pids.iter().all(|&pid| alive(pid)));
+    client.close().await;
+    while let Received::Message(_) = client.receive().await {}
+    assert!(server.wait().await.success());
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} outlived wexec");
+    }
+}
+
+#[tokio::test]
+async fn output_produced_while_detached_is_read_after_resume() {
+    let server = spawn_websocket(&[]).await;
+    let mut first = server.connect().await;
+    let session = first.handshake().await["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    start(
+        &mut first,
+        "bg",
+        &["sh", "-c", "sleep 0.5; echo detached-output"],
+    )
+    .await;
+    first.close().await;
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let mut second = server.connect().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = second
+            .request(
+                "initialize",
+                json!({"clientName": "t", "resumeSessionId": session}),
+            )
+            .await;
+        if reply.get("result").is_some() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{reply}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    second
+        .send(&json!({"method": "initialized", "params": {}}))
+        .await;
+    let read = second
+        .call("process/read", json!({"processId": "bg", "waitMs": 5000}))
+        .await;
+    assert_eq!(decode(&read["chunks"][0]["chunk"]), b"detached-output\n");
+}
