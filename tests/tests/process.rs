@@ -1,5 +1,10 @@
 //! `process/*` against the real binary (PROTOCOL §8; conformance items 3–7).
 
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a failed expectation is a failed test"
+)]
+
 use std::time::{Duration, Instant};
 
 use base64::Engine;
