@@ -366,7 +366,11 @@ impl Client {
                         return Received::Closed(frame.map(|frame| u16::from(frame.code)));
                     }
                     Some(Ok(_)) => continue,
-                    Some(Err(_)) | None => return Received::Closed(None),
+                    Some(Err(err)) => {
+                        eprintln!("websocket read error: {err}");
+                        return Received::Closed(None);
+                    }
+                    None => return Received::Closed(None),
                 }
             },
         }

@@ -172,6 +172,24 @@ async fn write_messages(
     let mut reader_done = false;
     let result = loop {
         tokio::select! {
+            // The reader sends a refusal before it drops its inbound sender, so the refusal is
+            // always ready by the time the queue can close: check it first.
+            biased;
+            refusal = &mut close, if !reader_done => {
+                if let Ok((frame, stream)) = refusal {
+                    if let Err(err) = sink.send(Message::Close(Some(frame))).await {
+                        tracing::debug!(%peer, "close frame not sent: {err}");
+                    }
+                    if let Ok(socket) = sink.reunite(stream) {
+                        linger(socket).await;
+                    }
+                    queue.close();
+                    while queue.recv().await.is_some() {}
+                    return;
+                }
+                // The reader ended without a close to send: keep writing until the queue ends.
+                reader_done = true;
+            }
             message = queue.recv() => {
                 let Some(message) = message else {
                     break sink.close().await;
@@ -188,21 +206,6 @@ async fn write_messages(
                 if let Err(err) = sink.send(Message::Ping(Default::default())).await {
                     break Err(err);
                 }
-            }
-            refusal = &mut close, if !reader_done => {
-                if let Ok((frame, stream)) = refusal {
-                    if let Err(err) = sink.send(Message::Close(Some(frame))).await {
-                        tracing::debug!(%peer, "close frame not sent: {err}");
-                    }
-                    if let Ok(socket) = sink.reunite(stream) {
-                        linger(socket).await;
-                    }
-                    queue.close();
-                    while queue.recv().await.is_some() {}
-                    return;
-                }
-                // The reader ended without a close to send: keep writing until the queue ends.
-                reader_done = true;
             }
         }
     };
