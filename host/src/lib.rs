@@ -42,7 +42,9 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     let server = server::ServerState::new(&settings);
     let shutdown = shutdown_signal()?;
     match settings.listen {
-        Listen::Stdio => server::serve_stdio(server, shutdown).await,
+        Listen::Stdio => server::serve_stdio(server, shutdown)
+            .await
+            .map_err(RunError::Stdio)?,
         Listen::WebSocket(addr) => {
             server::serve_websocket(server, addr, settings.token, shutdown).await?;
         }
@@ -53,6 +55,9 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
 /// A failure that stops wexec after startup checks passed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// stdin/stdout could not be set up.
+    #[error("cannot use stdin/stdout: {0}")]
+    Stdio(std::io::Error),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),

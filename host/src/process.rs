@@ -187,6 +187,8 @@ impl std::fmt::Debug for Stdin {
 #[derive(Debug)]
 pub struct Process {
     id: String,
+    /// `id` encoded as a JSON string, once, for the per-chunk notification.
+    id_json: String,
     log: Mutex<OutputLog>,
     /// Bumped on every event, so long polls wake without polling.
     events: watch::Sender<u64>,
@@ -210,6 +212,7 @@ pub enum ProcessError {
 impl Process {
     fn new(id: String) -> Self {
         Self {
+            id_json: serde_json::Value::String(id.clone()).to_string(),
             id,
             log: Mutex::new(OutputLog::default()),
             events: watch::Sender::new(0),

@@ -357,20 +357,6 @@ pub enum OutputStream {
     Pty,
 }
 
-/// `process/output` params.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessOutputNotification<'a> {
-    /// The process.
-    pub process_id: &'a str,
-    /// Its seq.
-    pub seq: u64,
-    /// The stream.
-    pub stream: OutputStream,
-    /// The bytes, base64.
-    pub chunk: &'a str,
-}
-
 /// `process/exited` params.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -9,6 +9,7 @@ pub mod session;
 use std::future::Future;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,8 +59,15 @@ impl ServerState {
 
 /// Serves one connection on stdin/stdout until end of input or `shutdown`, then ends every
 /// session and flushes stdout.
-pub async fn serve_stdio(server: Arc<ServerState>, shutdown: impl Future<Output = ()>) {
-    let (connection, writer) = stdio::connect(tokio::io::stdin(), tokio::io::stdout());
+pub async fn serve_stdio(
+    server: Arc<ServerState>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), std::io::Error> {
+    // Duplicates of fds 0 and 1, bypassing std's Stdin buffer and Stdout's LineWriter (which
+    // scans every byte for newlines): the transport buffers and frames itself.
+    let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let (connection, writer) = stdio::connect(stdin, stdout);
     tokio::select! {
         () = processor::serve(connection, Arc::clone(&server)) => {
             tracing::info!("end of input");
@@ -73,6 +81,7 @@ pub async fn serve_stdio(server: Arc<ServerState>, shutdown: impl Future<Output 
     {
         tracing::warn!("stdout did not drain in time");
     }
+    Ok(())
 }
 
 /// A startup failure of the WebSocket listener.

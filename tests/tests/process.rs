@@ -507,3 +507,82 @@ async fn output_produced_while_detached_is_read_after_resume() {
         .await;
     assert_eq!(decode(&read["chunks"][0]["chunk"]), b"detached-output\n");
 }
+
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("read /proc/<pid>/fd")
+        .count()
+}
+
+/// Pids whose parent is `pid` (zombies included).
+fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // Fields after the parenthesised command name: state, ppid, ...
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// Starts `count` processes pipelined (alternating pipes with stdin, and a pty) and waits for
+/// every one to close.
+async fn run_batch(client: &mut Client, prefix: &str, count: usize) {
+    for i in 0..count {
+        let mut params = start_params(
+            &format!("{prefix}-{i}"),
+            &["sh", "-c", "echo out; echo err >&2"],
+        );
+        params["tty"] = json!(i % 2 == 1);
+        params["pipeStdin"] = json!(i % 2 == 0);
+        client.send(&json!({"id": format!("{prefix}-{i}"), "method": "process/start", "params": params})).await;
+    }
+    let mut closed = 0;
+    while closed < count {
+        let message = client.next_notification().await;
+        if message["method"] == "process/closed" {
+            closed += 1;
+        }
+    }
+    for i in 0..count {
+        let reply = client.reply_to(&json!(format!("{prefix}-{i}"))).await;
+        assert!(reply.get("result").is_some(), "{reply}");
+    }
+}
+
+#[tokio::test]
+async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
+    let (server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    let pid = server.pid();
+    // Warm up lazily created runtime state (blocking threads, reaper registrations) first.
+    run_batch(&mut client, "warm", 4).await;
+    let baseline = open_fds(pid);
+    for batch in 0..10 {
+        run_batch(&mut client, &format!("b{batch}"), 100).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (open_fds(pid) != baseline || !children(pid).is_empty()) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        open_fds(pid),
+        baseline,
+        "open descriptors return to where they were"
+    );
+    assert_eq!(children(pid), Vec::<u32>::new(), "every child reaped");
+}

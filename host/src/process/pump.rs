@@ -14,7 +14,7 @@ use super::pty::PtyMaster;
 use super::{CLOSED_RETENTION, Process, ProcessTable, lock};
 use crate::protocol::{
     OutputStream, PROCESS_CLOSED, PROCESS_EXITED, PROCESS_OUTPUT, ProcessClosedNotification,
-    ProcessExitedNotification, ProcessOutputNotification,
+    ProcessExitedNotification,
 };
 use crate::rpc::encode_notification;
 
@@ -84,6 +84,9 @@ pub async fn run(
             }
         }
     }
+    // Nothing of the child is needed any more: release it (and any descriptor tokio keeps for
+    // reaping) now rather than at eviction.
+    drop(child);
     let seq = lock(&process.log).record_close();
     process.events.send_modify(|events| *events += 1);
     notify(
@@ -103,20 +106,40 @@ pub async fn run(
 async fn emit_chunk(process: &Process, table: &ProcessTable, stream: OutputStream, data: &[u8]) {
     let seq = lock(&process.log).push_chunk(stream, Arc::from(data));
     process.events.send_modify(|events| *events += 1);
-    if table.sink.current().is_some() {
-        let chunk = STANDARD.encode(data);
-        notify(
-            table,
-            PROCESS_OUTPUT,
-            &ProcessOutputNotification {
-                process_id: &process.id,
-                seq,
-                stream,
-                chunk: &chunk,
-            },
-        )
-        .await;
+    if let Some(outbound) = table.sink.current() {
+        let text = output_notification(&process.id_json, seq, stream, data);
+        // A closed connection means the session is detaching; nothing to do.
+        let _ = outbound.send(text).await;
     }
+}
+
+/// Encodes `process/output` by hand, base64-encoding the chunk straight into the line: this is
+/// the one message sent per 64 KiB of output, and serde would copy and escape-scan the ~87 KiB
+/// of base64 once more. `process_id_json` is the id already encoded as a JSON string.
+fn output_notification(
+    process_id_json: &str,
+    seq: u64,
+    stream: OutputStream,
+    data: &[u8],
+) -> String {
+    let stream = match stream {
+        OutputStream::Stdout => "stdout",
+        OutputStream::Stderr => "stderr",
+        OutputStream::Pty => "pty",
+    };
+    let mut text = String::with_capacity(data.len().div_ceil(3) * 4 + process_id_json.len() + 128);
+    text.push_str(r#"{"jsonrpc":"2.0","method":""#);
+    text.push_str(PROCESS_OUTPUT);
+    text.push_str(r#"","params":{"processId":"#);
+    text.push_str(process_id_json);
+    text.push_str(r#","seq":"#);
+    text.push_str(&seq.to_string());
+    text.push_str(r#","stream":""#);
+    text.push_str(stream);
+    text.push_str(r#"","chunk":""#);
+    STANDARD.encode_string(data, &mut text);
+    text.push_str(r#""}}"#);
+    text
 }
 
 async fn emit_exit(
@@ -167,5 +190,27 @@ async fn notify<P: serde::Serialize>(table: &ProcessTable, method: &str, params:
             let _ = outbound.send(text).await;
         }
         Err(err) => tracing::warn!("{err}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn hand_encoded_output_is_the_specified_notification() {
+        let id = "job \"1\"\n";
+        let id_json = serde_json::to_string(id).unwrap();
+        let text = output_notification(&id_json, 42, OutputStream::Stderr, b"hi\xff");
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({
+                "jsonrpc": "2.0",
+                "method": "process/output",
+                "params": {"processId": id, "seq": 42, "stream": "stderr", "chunk": "aGn/"},
+            })
+        );
     }
 }

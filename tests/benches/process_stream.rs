@@ -1,0 +1,126 @@
+//! Streams 256 MiB (`head -c 268435456 /dev/zero`) through `process/output` notifications to a
+//! client that decodes and counts every byte, and the same bytes through a plain pipe, in the
+//! same run (alternating, 3 rounds each). Reports MB/s medians and their ratio.
+//!
+//! Run: `cargo bench -p wexec-tests --bench process_stream`
+
+#![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+
+const BYTES: u64 = 256 * 1024 * 1024;
+const ROUNDS: usize = 3;
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    method: Option<&'a str>,
+    #[serde(borrow, default)]
+    params: Option<Params<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(borrow, default)]
+    chunk: Option<&'a str>,
+}
+
+/// Bytes/second through wexec: decoded `process/output` bytes until `process/closed`.
+fn through_wexec() -> f64 {
+    let mut child = Command::new(wexec_tests::wexec_bin())
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn wexec");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::with_capacity(1 << 20, child.stdout.take().expect("stdout"));
+    let start = format!(
+        concat!(
+            r#"{{"id":1,"method":"initialize","params":{{"clientName":"bench"}}}}"#,
+            "\n",
+            r#"{{"method":"initialized","params":{{}}}}"#,
+            "\n",
+            r#"{{"id":2,"method":"process/start","params":{{"processId":"z","argv":["head","-c","{}","/dev/zero"],"cwd":"/","env":{{"PATH":"/usr/bin:/bin"}},"tty":false,"arg0":null}}}}"#,
+            "\n",
+        ),
+        BYTES
+    );
+    let began = Instant::now();
+    stdin.write_all(start.as_bytes()).expect("write requests");
+    stdin.flush().expect("flush");
+    let mut line = Vec::new();
+    let mut decoded = Vec::with_capacity(128 * 1024);
+    let mut total: u64 = 0;
+    loop {
+        line.clear();
+        if stdout.read_until(b'\n', &mut line).expect("read stdout") == 0 {
+            panic!("wexec closed stdout early after {total} bytes");
+        }
+        let message: Message<'_> = serde_json::from_slice(&line).expect("JSON line");
+        match message.method {
+            Some("process/output") => {
+                let chunk = message.params.and_then(|p| p.chunk).expect("chunk");
+                decoded.clear();
+                STANDARD.decode_vec(chunk, &mut decoded).expect("base64");
+                total += decoded.len() as u64;
+            }
+            Some("process/closed") => break,
+            _ => {}
+        }
+    }
+    let elapsed = began.elapsed();
+    assert_eq!(total, BYTES, "every byte arrives");
+    drop(stdin);
+    child.wait().expect("wexec exits");
+    BYTES as f64 / elapsed.as_secs_f64()
+}
+
+/// Bytes/second through a plain pipe from the same producer.
+fn through_pipe() -> f64 {
+    let began = Instant::now();
+    let mut child = Command::new("head")
+        .args(["-c", &BYTES.to_string(), "/dev/zero"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn head");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut total: u64 = 0;
+    loop {
+        let read = stdout.read(&mut buffer).expect("read pipe");
+        if read == 0 {
+            break;
+        }
+        total += read as u64;
+    }
+    child.wait().expect("head exits");
+    let elapsed: Duration = began.elapsed();
+    assert_eq!(total, BYTES);
+    BYTES as f64 / elapsed.as_secs_f64()
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+fn main() {
+    let mut wexec = Vec::new();
+    let mut pipe = Vec::new();
+    for _ in 0..ROUNDS {
+        pipe.push(through_pipe());
+        wexec.push(through_wexec());
+    }
+    let (wexec, pipe) = (median(wexec) / 1e6, median(pipe) / 1e6);
+    println!(
+        "256 MiB of process output: wexec {wexec:.0} MB/s, plain pipe {pipe:.0} MB/s, ratio {:.0}% (median of {ROUNDS} alternating rounds)",
+        100.0 * wexec / pipe
+    );
+}
