@@ -291,7 +291,11 @@ impl Process {
                 *stdin = None;
                 Ok(WriteStatus::StdinClosed)
             }
-            Some(Err(err)) => Err(ProcessError::Stdin(err)),
+            Some(Err(err)) => {
+                // The pipe is dead (the child closed it or died): later writes see stdinClosed.
+                *stdin = None;
+                Err(ProcessError::Stdin(err))
+            }
             Some(Ok(())) => {
                 if let Some(write_id) = write_id {
                     lock(&self.write_ids).insert(write_id);

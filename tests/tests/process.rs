@@ -586,3 +586,45 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
     );
     assert_eq!(children(pid), Vec::<u32>::new(), "every child reaped");
 }
+
+#[tokio::test]
+async fn terminate_is_not_held_up_by_a_write_the_child_never_reads() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    let mut params = start_params("deaf", &["sleep", "60"]);
+    params["pipeStdin"] = json!(true);
+    client.call("process/start", params).await;
+    // Far more than a pipe buffer: this write blocks until the child reads or dies.
+    let flood = STANDARD.encode(vec![b'x'; 1024 * 1024]);
+    client
+        .send(&json!({"id": "flood", "method": "process/write", "params": {"processId": "deaf", "chunk": flood}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let began = Instant::now();
+    assert_eq!(
+        client
+            .call("process/terminate", json!({"processId": "deaf"}))
+            .await,
+        json!({"running": true})
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(1),
+        "terminate answered at once"
+    );
+    let write = client.reply_to(&json!("flood")).await;
+    // The child died with the write in flight: either outcome tells the client the bytes did not
+    // all reach a reader.
+    assert!(
+        write["result"] == json!({"status": "stdinClosed"})
+            || write["error"] == rpc_error(-32603, "failed to write to process stdin"),
+        "{write}"
+    );
+    // Writes after the terminate are answered too.
+    let after = client
+        .call(
+            "process/write",
+            json!({"processId": "deaf", "chunk": STANDARD.encode("y")}),
+        )
+        .await;
+    assert_eq!(after, json!({"status": "stdinClosed"}));
+}

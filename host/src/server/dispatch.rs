@@ -2,8 +2,8 @@
 //!
 //! Invariants:
 //! - Requests sharing a lane key (a `processId` for process control, a `handleId` for file
-//!   handles) run one at a time in arrival order: each waits for its predecessor to finish. The
-//!   lane position is taken when the request is read, so arrival order is wire order.
+//!   handles) apply in arrival order, as their [`LaneRole`] defines. The lane position is taken
+//!   when the request is read, so arrival order is wire order.
 //! - At most [`MAX_EXECUTING`] requests execute per connection. Later ones wait, in arrival
 //!   order, in a queue of [`MAX_WAITING`]; when that is full the processor stops reading the
 //!   connection. Exempt (control) methods never wait for a slot.
@@ -13,10 +13,10 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 /// Requests executing at once on one connection.
 pub const MAX_EXECUTING: usize = 1_024;
@@ -31,6 +31,22 @@ pub enum LaneKey {
     Process(String),
     /// File-handle operations for one `handleId`.
     Handle(String),
+}
+
+/// How a request takes its place in its lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaneRole {
+    /// Creates the object (`process/start`, `fs/open`): runs after everything before it, and
+    /// everything after it waits for it.
+    Barrier,
+    /// Uses the object (`process/write`, block reads and writes): runs after everything before
+    /// it.
+    Ordered,
+    /// Controls the object (`process/signal`, `process/terminate`, `fs/close`): runs as soon as
+    /// every earlier barrier has finished, without waiting for earlier ordered requests (a
+    /// write blocked on a child that does not read must not hold up its terminate), and holds
+    /// its successors until its own predecessors are done, so they keep arrival order.
+    Control,
 }
 
 type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -76,11 +92,11 @@ impl Dispatcher {
 
     /// Schedules `job`. Its lane position is taken now; `exempt` jobs start at once, others
     /// wait for a slot (and this call waits while the waiting queue is full: back-pressure).
-    pub async fn dispatch<F>(&self, lane: Option<LaneKey>, exempt: bool, job: F)
+    pub async fn dispatch<F>(&self, lane: Option<(LaneKey, LaneRole)>, exempt: bool, job: F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let turn = lane.map(|key| self.lanes.enqueue(key));
+        let turn = lane.map(|(key, role)| self.lanes.enqueue(key, role));
         let in_flight = self.in_flight.clone();
         let job: Job = Box::pin(async move {
             let _in_flight = in_flight;
@@ -128,10 +144,16 @@ struct Lanes {
     tails: Mutex<HashMap<LaneKey, Tail>>,
 }
 
-/// The last request enqueued in a lane: its ticket and the signal of its completion.
+/// Completion signals of a lane's latest requests. A request signals completion by dropping
+/// its `watch::Sender`; waiters see `changed()` fail. Receivers are cloneable, so any number of
+/// requests can wait for the same predecessor.
 struct Tail {
+    /// The ticket of the latest request, to forget idle lanes.
     ticket: u64,
-    finished: Option<oneshot::Receiver<()>>,
+    /// Completion of the latest request of any role.
+    last: Option<watch::Receiver<()>>,
+    /// Completion of the latest barrier.
+    last_barrier: Option<watch::Receiver<()>>,
 }
 
 /// A request's place in its lane.
@@ -139,41 +161,60 @@ struct Turn {
     lanes: Arc<Lanes>,
     key: LaneKey,
     ticket: u64,
-    predecessor: Option<oneshot::Receiver<()>>,
-    /// Dropped when the request finishes (or is cancelled), releasing the successor.
-    finished: oneshot::Sender<()>,
+    /// What must finish before the request runs.
+    run_after: Option<watch::Receiver<()>>,
+    /// What must finish before the request releases its successors.
+    release_after: Option<watch::Receiver<()>>,
+    /// Dropped to release the successors.
+    done: watch::Sender<()>,
 }
 
 impl Lanes {
-    fn enqueue(self: &Arc<Self>, key: LaneKey) -> Turn {
-        static TICKETS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let ticket = TICKETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (finished, finished_rx) = oneshot::channel();
+    fn enqueue(self: &Arc<Self>, key: LaneKey, role: LaneRole) -> Turn {
+        static TICKETS: AtomicU64 = AtomicU64::new(0);
+        let ticket = TICKETS.fetch_add(1, Ordering::Relaxed);
+        let (done, done_rx) = watch::channel(());
         let mut tails = self.tails.lock().unwrap_or_else(PoisonError::into_inner);
         let tail = tails.entry(key.clone()).or_insert(Tail {
             ticket,
-            finished: None,
+            last: None,
+            last_barrier: None,
         });
-        let predecessor = tail.finished.replace(finished_rx);
+        let previous = tail.last.replace(done_rx.clone());
         tail.ticket = ticket;
+        let (run_after, release_after) = match role {
+            LaneRole::Barrier => {
+                tail.last_barrier = Some(done_rx);
+                (previous, None)
+            }
+            LaneRole::Ordered => (previous, None),
+            LaneRole::Control => (tail.last_barrier.clone(), previous),
+        };
         Turn {
             lanes: Arc::clone(self),
             key,
             ticket,
-            predecessor,
-            finished,
+            run_after,
+            release_after,
+            done,
         }
+    }
+}
+
+/// Waits until the request behind `signal` has finished (its sender dropped).
+async fn finished(signal: Option<watch::Receiver<()>>) {
+    if let Some(mut signal) = signal {
+        // Nothing is ever sent: an error means the sender was dropped, i.e. finished.
+        while signal.changed().await.is_ok() {}
     }
 }
 
 impl Turn {
     async fn run(self, job: impl Future<Output = ()>) {
-        if let Some(predecessor) = self.predecessor {
-            // Err means the predecessor finished (its sender dropped): either way, our turn.
-            let _ = predecessor.await;
-        }
+        finished(self.run_after).await;
         job.await;
-        drop(self.finished);
+        finished(self.release_after).await;
+        drop(self.done);
         let mut tails = self
             .lanes
             .tails
@@ -198,12 +239,12 @@ mod tests {
     async fn same_lane_runs_in_arrival_order_and_other_lanes_overlap() {
         let dispatcher = Dispatcher::new();
         let log = Arc::new(Mutex::new(Vec::new()));
-        let key = || Some(LaneKey::Process("p".into()));
-        let (release, released) = oneshot::channel::<()>();
+        let key = |role| Some((LaneKey::Process("p".into()), role));
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
         {
             let log = Arc::clone(&log);
             dispatcher
-                .dispatch(key(), false, async move {
+                .dispatch(key(LaneRole::Barrier), false, async move {
                     let _ = released.await;
                     log.lock().unwrap().push("first");
                 })
@@ -211,21 +252,23 @@ mod tests {
         }
         {
             let log = Arc::clone(&log);
-            // Exempt, yet still behind its lane predecessor.
+            // Exempt, yet still behind its lane's barrier.
             dispatcher
-                .dispatch(
-                    key(),
-                    true,
-                    async move { log.lock().unwrap().push("second") },
-                )
+                .dispatch(key(LaneRole::Control), true, async move {
+                    log.lock().unwrap().push("second")
+                })
                 .await;
         }
         {
             let log = Arc::clone(&log);
             dispatcher
-                .dispatch(Some(LaneKey::Process("q".into())), false, async move {
-                    log.lock().unwrap().push("other lane");
-                })
+                .dispatch(
+                    Some((LaneKey::Process("q".into()), LaneRole::Ordered)),
+                    false,
+                    async move {
+                        log.lock().unwrap().push("other lane");
+                    },
+                )
                 .await;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -238,6 +281,74 @@ mod tests {
             lanes.tails.lock().unwrap().is_empty(),
             "finished lanes are forgotten"
         );
+    }
+
+    #[tokio::test]
+    async fn control_requests_overtake_a_stuck_ordered_request_but_keep_later_ones_in_order() {
+        let dispatcher = Dispatcher::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lane = |role| Some((LaneKey::Process("p".into()), role));
+        let (unstick, stuck) = tokio::sync::oneshot::channel::<()>();
+        let push = |entry: &'static str| {
+            let log = Arc::clone(&log);
+            async move { log.lock().unwrap().push(entry) }
+        };
+        dispatcher
+            .dispatch(lane(LaneRole::Barrier), false, push("start"))
+            .await;
+        {
+            let log = Arc::clone(&log);
+            dispatcher
+                .dispatch(lane(LaneRole::Ordered), false, async move {
+                    let _ = stuck.await;
+                    log.lock().unwrap().push("stuck write");
+                })
+                .await;
+        }
+        dispatcher
+            .dispatch(lane(LaneRole::Control), true, push("terminate"))
+            .await;
+        dispatcher
+            .dispatch(lane(LaneRole::Ordered), false, push("later write"))
+            .await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(*log.lock().unwrap(), vec!["start", "terminate"]);
+        unstick.send(()).unwrap();
+        dispatcher.drain().await;
+        assert_eq!(
+            *log.lock().unwrap(),
+            vec!["start", "terminate", "stuck write", "later write"]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_control_request_waits_for_an_earlier_barrier() {
+        let dispatcher = Dispatcher::new();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let lane = |role| Some((LaneKey::Process("p".into()), role));
+        let (finish_start, start_blocked) = tokio::sync::oneshot::channel::<()>();
+        {
+            let log = Arc::clone(&log);
+            dispatcher
+                .dispatch(lane(LaneRole::Barrier), false, async move {
+                    let _ = start_blocked.await;
+                    log.lock().unwrap().push("start");
+                })
+                .await;
+        }
+        {
+            let log = Arc::clone(&log);
+            dispatcher
+                .dispatch(lane(LaneRole::Control), true, async move {
+                    log.lock().unwrap().push("terminate")
+                })
+                .await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(log.lock().unwrap().is_empty());
+        finish_start.send(()).unwrap();
+        dispatcher.drain().await;
+        assert_eq!(*log.lock().unwrap(), vec!["start", "terminate"]);
     }
 
     #[tokio::test]
@@ -261,7 +372,7 @@ mod tests {
             MAX_EXECUTING
         );
 
-        let (done, exempt_ran) = oneshot::channel();
+        let (done, exempt_ran) = tokio::sync::oneshot::channel();
         dispatcher
             .dispatch(None, true, async move {
                 let _ = done.send(());

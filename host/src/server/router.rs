@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
-use super::dispatch::LaneKey;
+use super::dispatch::{LaneKey, LaneRole};
 use super::handlers;
 use super::processor::RequestContext;
 use crate::protocol;
@@ -35,13 +35,13 @@ impl Family {
     }
 }
 
-/// Which params member orders a method's requests.
+/// Which params member orders a method's requests, and in which role.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lane {
     /// Unordered.
     None,
     /// Ordered per `processId`.
-    Process,
+    Process(LaneRole),
     /// Ordered per `handleId`.
     #[cfg_attr(
         not(test),
@@ -50,17 +50,17 @@ pub enum Lane {
             reason = "fs/open, readBlock, writeBlock and close take this lane when the fs plugin lands"
         )
     )]
-    Handle,
+    Handle(LaneRole),
 }
 
 impl Lane {
-    /// The lane key of a request, if its params name one.
-    pub fn key(self, params: &Value) -> Option<LaneKey> {
+    /// The lane key and role of a request, if its params name one.
+    pub fn key(self, params: &Value) -> Option<(LaneKey, LaneRole)> {
         let member = |name| params.get(name).and_then(Value::as_str).map(str::to_owned);
         match self {
             Self::None => None,
-            Self::Process => member("processId").map(LaneKey::Process),
-            Self::Handle => member("handleId").map(LaneKey::Handle),
+            Self::Process(role) => member("processId").map(|id| (LaneKey::Process(id), role)),
+            Self::Handle(role) => member("handleId").map(|id| (LaneKey::Handle(id), role)),
         }
     }
 }
@@ -108,22 +108,24 @@ pub fn route(method: &str) -> Option<Route> {
             lane: Lane::None,
             handler: |ctx, params| Box::pin(handlers::environment_status(ctx, params)),
         },
-        protocol::PROCESS_START => exec(false, Lane::Process, |ctx, params| {
+        protocol::PROCESS_START => exec(false, Lane::Process(LaneRole::Barrier), |ctx, params| {
             Box::pin(handlers::process::start(ctx, params))
         }),
         // Reads are exempt from ordering so a long poll never holds up writes to its process.
         protocol::PROCESS_READ => exec(false, Lane::None, |ctx, params| {
             Box::pin(handlers::process::read(ctx, params))
         }),
-        protocol::PROCESS_WRITE => exec(false, Lane::Process, |ctx, params| {
+        protocol::PROCESS_WRITE => exec(false, Lane::Process(LaneRole::Ordered), |ctx, params| {
             Box::pin(handlers::process::write(ctx, params))
         }),
-        protocol::PROCESS_SIGNAL => exec(true, Lane::Process, |ctx, params| {
+        protocol::PROCESS_SIGNAL => exec(true, Lane::Process(LaneRole::Control), |ctx, params| {
             Box::pin(handlers::process::signal(ctx, params))
         }),
-        protocol::PROCESS_TERMINATE => exec(true, Lane::Process, |ctx, params| {
-            Box::pin(handlers::process::terminate(ctx, params))
-        }),
+        protocol::PROCESS_TERMINATE => {
+            exec(true, Lane::Process(LaneRole::Control), |ctx, params| {
+                Box::pin(handlers::process::terminate(ctx, params))
+            })
+        }
         _ => return None,
     };
     Some(route)
@@ -136,16 +138,17 @@ mod tests {
 
     #[test]
     fn lane_keys_come_from_params() {
+        let ordered = Lane::Process(LaneRole::Ordered);
         assert_eq!(
-            Lane::Process.key(&json!({"processId": "p1"})),
-            Some(LaneKey::Process("p1".into()))
+            ordered.key(&json!({"processId": "p1"})),
+            Some((LaneKey::Process("p1".into()), LaneRole::Ordered))
         );
         assert_eq!(
-            Lane::Handle.key(&json!({"handleId": "h"})),
-            Some(LaneKey::Handle("h".into()))
+            Lane::Handle(LaneRole::Barrier).key(&json!({"handleId": "h"})),
+            Some((LaneKey::Handle("h".into()), LaneRole::Barrier))
         );
-        assert_eq!(Lane::Process.key(&json!({"processId": 5})), None);
-        assert_eq!(Lane::Process.key(&Value::Null), None);
+        assert_eq!(ordered.key(&json!({"processId": 5})), None);
+        assert_eq!(ordered.key(&Value::Null), None);
         assert_eq!(Lane::None.key(&json!({"processId": "p1"})), None);
     }
 
