@@ -146,6 +146,33 @@ impl Server {
         Ok(Client::new(Link::WebSocket(Box::new(socket))))
     }
 
+    /// Resumes `session_id` on a new connection, retrying -32010 every 100 ms as clients do
+    /// (PROTOCOL §5.3). Returns the client and the initialize result; panics on any other error.
+    pub async fn resume(&self, session_id: &str) -> (Client, Value) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut client = self.connect().await;
+        loop {
+            let reply = client
+                .request(
+                    "initialize",
+                    json!({"clientName": "wexec-tests", "resumeSessionId": session_id}),
+                )
+                .await;
+            if let Some(result) = reply.get("result") {
+                return (client, result.clone());
+            }
+            assert_eq!(
+                reply["error"]["code"], -32010,
+                "only -32010 is retried: {reply}"
+            );
+            assert!(
+                std::time::Instant::now() < deadline,
+                "resume kept failing: {reply}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// The `host:port` the WebSocket server listens on.
     pub fn addr(&self) -> String {
         let url = self.url.as_deref().expect("a websocket server");

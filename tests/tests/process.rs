@@ -484,21 +484,7 @@ async fn output_produced_while_detached_is_read_after_resume() {
     first.close().await;
     drop(first);
     tokio::time::sleep(Duration::from_millis(1_000)).await;
-    let mut second = server.connect().await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let reply = second
-            .request(
-                "initialize",
-                json!({"clientName": "t", "resumeSessionId": session}),
-            )
-            .await;
-        if reply.get("result").is_some() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{reply}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (mut second, _) = server.resume(&session).await;
     second
         .send(&json!({"method": "initialized", "params": {}}))
         .await;
@@ -627,4 +613,97 @@ async fn terminate_is_not_held_up_by_a_write_the_child_never_reads() {
         )
         .await;
     assert_eq!(after, json!({"status": "stdinClosed"}));
+}
+
+/// Starts `sh -c 'echo $$; exec sleep 60'` as `id` and returns its pid.
+async fn start_sleeper(client: &mut Client, id: &str) -> u32 {
+    start(client, id, &["sh", "-c", "echo $$; exec sleep 60"]).await;
+    loop {
+        let message = client.next_notification().await;
+        if message["method"] == "process/output" && message["params"]["processId"] == id {
+            let text = String::from_utf8(decode(&message["params"]["chunk"])).expect("utf-8");
+            return text.trim().parse().expect("pid");
+        }
+    }
+}
+
+async fn wait_gone(pid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while alive(pid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
+}
+
+#[tokio::test]
+async fn an_expired_session_terminates_its_processes() {
+    let server = spawn_websocket(&["--detach-ttl", "1"]).await;
+    let mut client = server.connect().await;
+    client.handshake().await;
+    let pid = start_sleeper(&mut client, "sleeper").await;
+    client.close().await;
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        alive(pid),
+        "a detached session keeps its processes until the TTL"
+    );
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)).await,
+        "expiry terminated pid {pid}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_to_wexec_terminates_every_process_of_every_session() {
+    let mut server = spawn_websocket(&[]).await;
+    let mut first = server.connect().await;
+    first.handshake().await;
+    let mut second = server.connect().await;
+    second.handshake().await;
+    let pids = [
+        start_sleeper(&mut first, "a").await,
+        start_sleeper(&mut second, "b").await,
+    ];
+    server.kill_with("TERM").await;
+    assert!(server.wait().await.success());
+    for pid in pids {
+        assert!(!alive(pid), "pid {pid} outlived wexec");
+    }
+}
+
+#[tokio::test]
+async fn a_closed_process_is_readable_for_30_seconds_then_its_id_is_free() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    start(&mut client, "brief", &["true"]).await;
+    events_until_closed(&mut client, "brief").await;
+    let closed_at = Instant::now();
+    assert_eq!(
+        client
+            .call_err("process/start", start_params("brief", &["true"]))
+            .await,
+        rpc_error(-32600, "process brief already exists")
+    );
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    assert_eq!(
+        client
+            .call("process/read", json!({"processId": "brief"}))
+            .await["closed"],
+        true
+    );
+    tokio::time::sleep(
+        Duration::from_secs(30).saturating_sub(closed_at.elapsed()) + Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(
+        client
+            .call_err("process/read", json!({"processId": "brief"}))
+            .await,
+        rpc_error(-32600, "unknown process id brief")
+    );
+    start(&mut client, "brief", &["true"]).await;
 }

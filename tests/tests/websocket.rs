@@ -1,13 +1,11 @@
 //! The WebSocket transport and sessions across connections, against the real binary
 //! (PROTOCOL §3.3, §5.3; conformance item 11).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use wexec_tests::{
-    Client, command, http_raw, rpc_error, spawn_websocket, spawn_websocket_with, status_of,
-};
+use wexec_tests::{command, http_raw, rpc_error, spawn_websocket, spawn_websocket_with, status_of};
 
 #[tokio::test]
 async fn readyz_origin_and_paths() {
@@ -171,29 +169,6 @@ async fn version_and_help() {
     }
 }
 
-/// Resumes `session_id` on a new connection, retrying -32010 as clients do (every 100 ms).
-async fn resume(server: &wexec_tests::Server, session_id: &str) -> (Client, Value) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut client = server.connect().await;
-    loop {
-        let reply = client
-            .request(
-                "initialize",
-                json!({"clientName": "t", "resumeSessionId": session_id}),
-            )
-            .await;
-        if let Some(result) = reply.get("result") {
-            return (client, result.clone());
-        }
-        assert_eq!(
-            reply["error"]["code"], -32010,
-            "only -32010 is retried: {reply}"
-        );
-        assert!(Instant::now() < deadline, "resume kept failing: {reply}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn a_dropped_connection_detaches_and_resume_returns_the_identical_result() {
     let server = spawn_websocket(&[]).await;
@@ -222,7 +197,7 @@ async fn a_dropped_connection_detaches_and_resume_returns_the_identical_result()
 
     first.close().await;
     drop(first);
-    let (mut second, resumed) = resume(&server, &session_id).await;
+    let (mut second, resumed) = server.resume(&session_id).await;
     assert_eq!(
         resumed, original,
         "a resume returns exactly the first result"
