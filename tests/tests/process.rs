@@ -707,3 +707,41 @@ async fn a_closed_process_is_readable_for_30_seconds_then_its_id_is_free() {
     );
     start(&mut client, "brief", &["true"]).await;
 }
+
+/// Runs `params` to completion and returns everything it printed.
+async fn output_of(client: &mut Client, params: Value) -> Vec<u8> {
+    let id = params["processId"].as_str().expect("processId").to_owned();
+    client.call("process/start", params).await;
+    events_until_closed(client, &id)
+        .await
+        .iter()
+        .filter(|event| event["method"] == "process/output")
+        .flat_map(|event| decode(&event["params"]["chunk"]))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_environment_is_exactly_env_and_arg0_is_what_the_child_sees() {
+    let (_server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    let mut exact = start_params("env", &["/usr/bin/env"]);
+    exact["env"] = json!({"ONLY": "this"});
+    assert_eq!(output_of(&mut client, exact).await, b"ONLY=this\n");
+
+    let mut policy = start_params("policy", &["/usr/bin/env"]);
+    policy["env"] = json!({"B": "from-env"});
+    policy["envPolicy"] = json!({"inherit": "none", "set": {"A": "from-set", "B": "from-set"}});
+    assert_eq!(
+        output_of(&mut client, policy).await,
+        b"A=from-set\nB=from-env\n"
+    );
+
+    let mut renamed = start_params("arg0", &["sh", "-c", "tr '\\0' ' ' < /proc/$$/cmdline"]);
+    renamed["arg0"] = json!("renamed-shell");
+    let cmdline = output_of(&mut client, renamed).await;
+    assert!(
+        cmdline.starts_with(b"renamed-shell -c "),
+        "{}",
+        String::from_utf8_lossy(&cmdline)
+    );
+}
