@@ -6,6 +6,10 @@ use std::time::Duration;
 
 use clap::Parser;
 
+use crate::config::ConfigError;
+use crate::grants::{Grants, HostPattern, PatternError};
+use crate::runtime::{Limits, LoadError, PluginSpec, read_plugin_file};
+
 /// wexec: an exec host for AI agents and remote tools.
 ///
 /// A client drives wexec with JSON-RPC (the Codex exec-server protocol) to run processes and to
@@ -40,9 +44,15 @@ pub struct Options {
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub detach_ttl: u64,
 
-    /// Load another WebAssembly plugin (repeatable).
+    /// Load another WebAssembly plugin (repeatable). It gets no filesystem, network or
+    /// environment grants; use --config to grant them.
     #[arg(long = "plugin", value_name = "FILE")]
     pub plugins: Vec<PathBuf>,
+
+    /// A configuration file (TOML) listing plugins with their grants and limits; see
+    /// docs/plugins.md.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 
     /// Execution time allowed per plugin call, in milliseconds (time blocked in host I/O does
     /// not count).
@@ -74,6 +84,10 @@ pub struct Settings {
     pub detach_ttl: Duration,
     /// Canonical `fs` plugin roots.
     pub fs_roots: Vec<PathBuf>,
+    /// `http` plugin targets.
+    pub allow_hosts: Vec<HostPattern>,
+    /// Plugins to load, in order.
+    pub plugins: Vec<PluginSpec>,
 }
 
 /// A command line wexec refuses to start with. Messages are PROTOCOL §3.1's texts.
@@ -99,11 +113,15 @@ pub enum StartupError {
         /// Why.
         reason: String,
     },
-    /// `--plugin` before the plugin runtime exists.
-    #[error(
-        "--plugin `{0}`: this build of wexec cannot load plugins yet (the plugin runtime is not part of it)"
-    )]
-    PluginsUnsupported(String),
+    /// A bad `--allow-host` pattern.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+    /// A bad configuration file.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A plugin file that cannot be read.
+    #[error(transparent)]
+    Plugin(#[from] LoadError),
 }
 
 impl Options {
@@ -120,17 +138,47 @@ impl Options {
         {
             return Err(StartupError::TokenRequired(format!("ws://{addr}")));
         }
-        if let Some(plugin) = self.plugins.first() {
-            return Err(StartupError::PluginsUnsupported(
-                plugin.display().to_string(),
-            ));
-        }
+        let allow_hosts = self
+            .allow_hosts
+            .iter()
+            .map(|pattern| HostPattern::parse(pattern))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Settings {
             listen,
             token,
             detach_ttl: Duration::from_secs(self.detach_ttl),
             fs_roots: self.canonical_fs_roots()?,
+            allow_hosts,
+            plugins: self.plugin_specs()?,
         })
+    }
+
+    /// `--plugin` files (no grants) then `--config` plugins, in that order.
+    fn plugin_specs(&self) -> Result<Vec<PluginSpec>, StartupError> {
+        let defaults =
+            Limits::from_settings(self.plugin_time_limit_ms, self.plugin_memory_limit_mib);
+        let mut specs = Vec::new();
+        for file in &self.plugins {
+            specs.push(PluginSpec {
+                origin: file.display().to_string(),
+                bytes: read_plugin_file(file)?,
+                grants: Grants::default(),
+                limits: defaults,
+                builtin: false,
+            });
+        }
+        if let Some(config) = &self.config {
+            for plugin in crate::config::load(config, defaults)? {
+                specs.push(PluginSpec {
+                    origin: plugin.file.display().to_string(),
+                    bytes: read_plugin_file(&plugin.file)?,
+                    grants: plugin.grants,
+                    limits: plugin.limits,
+                    builtin: false,
+                });
+            }
+        }
+        Ok(specs)
     }
 
     fn canonical_fs_roots(&self) -> Result<Vec<PathBuf>, StartupError> {

@@ -18,11 +18,14 @@
 //! ```
 
 mod cli;
+mod config;
 mod environment;
+mod grants;
 mod path_uri;
 mod process;
 mod protocol;
 mod rpc;
+mod runtime;
 mod sandbox;
 mod server;
 mod transport;
@@ -39,14 +42,15 @@ pub use server::ListenError;
 /// Serves as `settings` say until the client leaves (stdio) or SIGINT/SIGTERM arrives, then ends
 /// every session.
 pub async fn run(settings: Settings) -> Result<(), RunError> {
-    let server = server::ServerState::new(&settings);
     let shutdown = shutdown_signal()?;
-    match settings.listen {
+    let (listen, token) = (settings.listen, settings.token.clone());
+    let server = server::ServerState::new(settings).await?;
+    match listen {
         Listen::Stdio => server::serve_stdio(server, shutdown)
             .await
             .map_err(RunError::Stdio)?,
         Listen::WebSocket(addr) => {
-            server::serve_websocket(server, addr, settings.token, shutdown).await?;
+            server::serve_websocket(server, addr, token, shutdown).await?;
         }
     }
     Ok(())
@@ -61,6 +65,9 @@ pub enum RunError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
+    /// A plugin could not be loaded.
+    #[error(transparent)]
+    Plugins(#[from] runtime::LoadError),
     /// The WebSocket listener failed.
     #[error(transparent)]
     Listen(#[from] ListenError),

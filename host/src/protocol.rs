@@ -133,6 +133,9 @@ pub struct EnvironmentStatus {
     pub status: String,
 }
 
+/// `plugin/list` request.
+pub const PLUGIN_LIST: &str = "plugin/list";
+
 /// `process/start` request.
 pub const PROCESS_START: &str = "process/start";
 /// `process/read` request.

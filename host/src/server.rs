@@ -19,6 +19,7 @@ use self::session::SessionRegistry;
 use crate::cli::Settings;
 use crate::environment::EnvironmentFacts;
 use crate::protocol::EnvironmentInfo;
+use crate::runtime::{LoadError, Runtime};
 use crate::transport::{stdio, websocket};
 
 /// How long wexec waits for stdout to drain when it exits.
@@ -33,21 +34,27 @@ pub struct ServerState {
     /// All sessions.
     pub sessions: Arc<SessionRegistry>,
     /// Facts about this host.
-    pub environment: EnvironmentFacts,
+    pub environment: Arc<EnvironmentFacts>,
+    /// The plugins and their runtime.
+    pub runtime: Runtime,
 }
 
 impl ServerState {
-    /// State for a server started with `settings`.
-    pub fn new(settings: &Settings) -> Arc<Self> {
-        Arc::new(Self {
+    /// State for a server started with `settings`: gathers the host facts and loads every
+    /// plugin (a plugin that cannot be loaded stops wexec before it serves anyone).
+    pub async fn new(settings: Settings) -> Result<Arc<Self>, LoadError> {
+        let environment = Arc::new(EnvironmentFacts::gather());
+        let runtime = Runtime::load(settings.plugins, Arc::clone(&environment)).await?;
+        Ok(Arc::new(Self {
             sessions: SessionRegistry::new(settings.detach_ttl),
-            environment: EnvironmentFacts::gather(),
-        })
+            environment,
+            runtime,
+        }))
     }
 
     /// The current `environmentInfo`.
     pub fn environment_info(&self) -> EnvironmentInfo {
-        self.environment.info(Vec::new())
+        self.environment.info(self.runtime.summaries())
     }
 
     /// Ends every session, terminating and waiting for every process (wexec is exiting).

@@ -25,6 +25,9 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// The `probe` test guest (built by this crate's build script).
+pub const PROBE_WASM: &str = env!("WEXEC_PROBE_WASM");
+
 /// The longest any single wait in a test may take.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -61,8 +64,14 @@ pub struct Server {
 /// A `Command` for wexec with `args`, in `cwd`, logging at debug level to stderr.
 pub fn command(args: &[&str]) -> Command {
     let mut command = Command::new(wexec_bin());
+    // Compiled plugins are cached beside the build, not in the user's home.
+    let cache = wexec_bin()
+        .parent()
+        .map(|dir| dir.join("test-cache"))
+        .unwrap_or_default();
     command
         .args(args)
+        .env("XDG_CACHE_HOME", cache)
         .env("RUST_LOG", "wexec=debug")
         .env_remove("WEXEC_TOKEN")
         .stdin(Stdio::piped())
@@ -503,4 +512,46 @@ impl Client {
 /// The JSON-RPC error object `{code, message}`.
 pub fn rpc_error(code: i64, message: &str) -> Value {
     json!({"code": code, "message": message})
+}
+
+/// A fresh directory under the OS temp dir, removed on drop.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates one.
+    pub fn new() -> Self {
+        let path = std::env::temp_dir().join(format!("wexec-test-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        // Canonical, so roots and paths compare as wexec reports them.
+        Self(std::fs::canonicalize(&path).expect("canonicalize temp dir"))
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Resident memory of a process, in bytes (`VmRSS`).
+pub fn resident_bytes(pid: u32) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc/<pid>/status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next()?.parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .expect("VmRSS line")
 }

@@ -2,6 +2,7 @@
 //! plugin when it lands; `environment/status` stays native so health checks never depend on a
 //! plugin.)
 
+pub mod plugin;
 pub mod process;
 
 use serde_json::Value;

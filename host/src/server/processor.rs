@@ -15,6 +15,7 @@ use crate::rpc::parse::{Incoming, Request, parse_message};
 use crate::rpc::{
     RequestId, RpcResult, decode_params, encode_reply, invalid_request, method_not_found, to_result,
 };
+use crate::runtime::{FileHandles, Reply};
 use crate::transport::{Connection, Outbound};
 
 /// What a handler may use: the server, the session, and its own connection.
@@ -26,6 +27,10 @@ pub struct RequestContext {
     pub session: SessionHandle,
     /// The connection the request arrived on.
     pub connection: Arc<ConnectionContext>,
+    /// The method called.
+    pub method: String,
+    /// Where the reply goes (a plugin may send it early).
+    pub reply: Arc<Reply>,
 }
 
 /// Per-connection state shared with handlers.
@@ -36,6 +41,8 @@ pub struct ConnectionContext {
     pub peer: String,
     /// Where replies go.
     pub outbound: Outbound,
+    /// The connection's open file handles; they close with it.
+    pub handles: Arc<FileHandles>,
     closing: watch::Receiver<bool>,
 }
 
@@ -92,6 +99,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
             id: ConnectionId::next(),
             peer,
             outbound,
+            handles: Arc::default(),
             closing,
         }),
         phase: Phase::AwaitingInitialize,
@@ -196,7 +204,7 @@ impl Processor {
             let outcome = self.initialize(params);
             return self.reply(&id, outcome).await;
         }
-        let Some(route) = router::route(&method) else {
+        let Some(route) = router::route(&method, &self.server) else {
             return self.reply(&id, Err(method_not_found(&method))).await;
         };
         let family = route.family.name();
@@ -219,17 +227,19 @@ impl Processor {
             }
             Phase::Ready(session) => session.clone(),
         };
+        let reply = Arc::new(Reply::new(id, self.connection.outbound.clone()));
         let ctx = RequestContext {
             server: Arc::clone(&self.server),
             session,
             connection: Arc::clone(&self.connection),
+            method,
+            reply: Arc::clone(&reply),
         };
         let lane = route.lane.key(&params);
-        let outbound = self.connection.outbound.clone();
         let job = async move {
             let outcome = (route.handler)(ctx, params).await;
-            // A closed connection has nobody left to answer.
-            let _ = outbound.send(encode_reply(&id, &outcome)).await;
+            // Unless a plugin already answered early.
+            reply.send(&outcome).await;
         };
         self.dispatcher.dispatch(lane, route.exempt, job).await;
         Flow::Continue

@@ -7,6 +7,7 @@ use std::pin::Pin;
 
 use serde_json::Value;
 
+use super::ServerState;
 use super::dispatch::{LaneKey, LaneRole};
 use super::handlers;
 use super::processor::RequestContext;
@@ -22,6 +23,12 @@ pub enum Family {
     EnvironmentInfo,
     /// `environment/status`.
     EnvironmentStatus,
+    /// `fs/*`.
+    Filesystem,
+    /// `http/*`.
+    Http,
+    /// `plugin/list` and methods claimed by plugins.
+    Plugin,
 }
 
 impl Family {
@@ -31,6 +38,9 @@ impl Family {
             Self::Exec => "exec",
             Self::EnvironmentInfo => "environment info",
             Self::EnvironmentStatus => "environment status",
+            Self::Filesystem => "filesystem",
+            Self::Http => "http",
+            Self::Plugin => "plugin",
         }
     }
 }
@@ -93,8 +103,9 @@ fn exec(exempt: bool, lane: Lane, handler: Handler) -> Route {
     }
 }
 
-/// The route of `method`, if wexec serves it.
-pub fn route(method: &str) -> Option<Route> {
+/// The route of `method`, if wexec serves it: its own methods first, then plugin-claimed
+/// ones.
+pub fn route(method: &str, server: &ServerState) -> Option<Route> {
     let route = match method {
         protocol::ENVIRONMENT_INFO => Route {
             family: Family::EnvironmentInfo,
@@ -126,9 +137,30 @@ pub fn route(method: &str) -> Option<Route> {
                 Box::pin(handlers::process::terminate(ctx, params))
             })
         }
-        _ => return None,
+        protocol::PLUGIN_LIST => Route {
+            family: Family::Plugin,
+            exempt: true,
+            lane: Lane::None,
+            handler: |ctx, params| Box::pin(handlers::plugin::list(ctx, params)),
+        },
+        _ => return plugin_route(method, server),
     };
     Some(route)
+}
+
+fn plugin_route(method: &str, server: &ServerState) -> Option<Route> {
+    server.runtime.plugin_for(method)?;
+    let family = match method.split_once('/').map(|(family, _)| family) {
+        Some("fs") => Family::Filesystem,
+        Some("http") => Family::Http,
+        _ => Family::Plugin,
+    };
+    Some(Route {
+        family,
+        exempt: false,
+        lane: Lane::None,
+        handler: |ctx, params| Box::pin(handlers::plugin::call(ctx, params)),
+    })
 }
 
 #[cfg(test)]
@@ -150,16 +182,5 @@ mod tests {
         assert_eq!(ordered.key(&json!({"processId": 5})), None);
         assert_eq!(ordered.key(&Value::Null), None);
         assert_eq!(Lane::None.key(&json!({"processId": "p1"})), None);
-    }
-
-    #[test]
-    fn only_served_methods_route() {
-        assert!(route("environment/status").is_some_and(|r| r.exempt));
-        assert!(route("environment/info").is_some());
-        assert!(
-            route("initialize").is_none(),
-            "the handshake is the processor's"
-        );
-        assert!(route("nope/nope").is_none());
     }
 }

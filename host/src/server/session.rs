@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::process::ProcessTable;
 use crate::rpc::{RpcError, invalid_request, session_already_attached};
+use crate::runtime::InstancePool;
 use crate::transport::Outbound;
 
 /// Identifies one connection for the lifetime of the process.
@@ -45,6 +46,9 @@ pub struct Session {
     epoch: watch::Sender<u64>,
     /// The session's processes; their notifications go to the attached connection.
     processes: Arc<ProcessTable>,
+    /// The session's plugin instances: reused across its calls, never shared with another
+    /// session.
+    instances: InstancePool,
 }
 
 #[derive(Debug)]
@@ -99,6 +103,7 @@ impl SessionRegistry {
             }),
             epoch: watch::Sender::new(0),
             processes,
+            instances: InstancePool::default(),
         });
         lock(&self.sessions).insert(id, Arc::clone(&session));
         Ok(self.handle(session, connection))
@@ -191,6 +196,11 @@ impl Session {
         &self.processes
     }
 
+    /// The session's plugin instances.
+    pub fn instances(&self) -> &InstancePool {
+        &self.instances
+    }
+
     /// Ends the session: it is no longer attached or resumable, and every process it owns is
     /// terminated and waited for.
     pub async fn end(&self) {
@@ -201,6 +211,7 @@ impl Session {
         }
         self.processes.sink().set(None);
         self.processes.shutdown().await;
+        self.instances.clear();
     }
 }
 

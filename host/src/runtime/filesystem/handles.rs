@@ -1,0 +1,139 @@
+//! File handles (PROTOCOL §9.5): named by the client, scoped to its connection, closed with it.
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::{Error, ErrorKind, Roots, invalid};
+use crate::runtime::bindings::wexec::plugin::filesystem::OpenMode;
+
+/// Open handles per connection, opens in progress included.
+pub const MAX_HANDLES: usize = 128;
+
+/// Longest `handleId`, in bytes.
+pub const MAX_HANDLE_ID_BYTES: usize = 32;
+
+/// Largest block read or written at once.
+pub const MAX_BLOCK_BYTES: usize = 1024 * 1024;
+
+/// One connection's handles.
+#[derive(Debug, Default)]
+pub struct FileHandles {
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+#[derive(Debug)]
+enum Slot {
+    /// Reserved while the file is being opened, so it counts against the limit.
+    Opening,
+    Open {
+        file: Arc<std::fs::File>,
+        writable: bool,
+    },
+}
+
+impl FileHandles {
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens `path` as handle `id`.
+    pub fn open(&self, id: &str, roots: &Roots, path: &str, mode: OpenMode) -> Result<(), Error> {
+        if id.len() > MAX_HANDLE_ID_BYTES {
+            return Err(invalid(
+                "file read handle ID must not exceed 32 bytes".into(),
+            ));
+        }
+        {
+            let mut slots = self.slots();
+            if slots.contains_key(id) {
+                return Err(invalid(format!("file read handle `{id}` already exists")));
+            }
+            if slots.len() >= MAX_HANDLES {
+                return Err(invalid(format!(
+                    "at most {MAX_HANDLES} file reads may be open per connection"
+                )));
+            }
+            slots.insert(id.to_owned(), Slot::Opening);
+        }
+        let opened = roots.open_file(path, mode);
+        let mut slots = self.slots();
+        match opened {
+            Ok((file, writable)) => {
+                slots.insert(
+                    id.to_owned(),
+                    Slot::Open {
+                        file: Arc::new(file),
+                        writable,
+                    },
+                );
+                Ok(())
+            }
+            Err(err) => {
+                slots.remove(id);
+                Err(err)
+            }
+        }
+    }
+
+    fn get(&self, id: &str, for_writing: bool) -> Result<Arc<std::fs::File>, Error> {
+        let direction = if for_writing { "write" } else { "read" };
+        match self.slots().get(id) {
+            Some(Slot::Open { file, writable }) if *writable == for_writing => Ok(Arc::clone(file)),
+            Some(Slot::Open { .. }) => Err(invalid(format!(
+                "file handle `{id}` was not opened for {}",
+                if for_writing { "writing" } else { "reading" }
+            ))),
+            _ => Err(Error {
+                kind: ErrorKind::NotFound,
+                message: format!("unknown file {direction} handle `{id}`"),
+            }),
+        }
+    }
+
+    /// Reads up to `len` bytes at `offset`; fewer means end of file. An I/O error closes the
+    /// handle.
+    pub fn read_block(&self, id: &str, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
+        let len = len as usize;
+        if !(1..=MAX_BLOCK_BYTES).contains(&len) {
+            return Err(invalid(format!(
+                "file read block length must be between 1 and {MAX_BLOCK_BYTES}"
+            )));
+        }
+        let file = self.get(id, false)?;
+        let mut buffer = vec![0u8; len];
+        let mut filled = 0;
+        while filled < len {
+            match file.read_at(&mut buffer[filled..], offset + filled as u64) {
+                Ok(0) => break,
+                Ok(read) => filled += read,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    self.close(id);
+                    return Err(super::io_error(id, &err));
+                }
+            }
+        }
+        buffer.truncate(filled);
+        Ok(buffer)
+    }
+
+    /// Writes `data` at `offset`, straight to the file. An I/O error closes the handle.
+    pub fn write_block(&self, id: &str, offset: u64, data: &[u8]) -> Result<(), Error> {
+        if !(1..=MAX_BLOCK_BYTES).contains(&data.len()) {
+            return Err(invalid(format!(
+                "file write block must be between 1 and {MAX_BLOCK_BYTES} bytes"
+            )));
+        }
+        let file = self.get(id, true)?;
+        file.write_all_at(data, offset).map_err(|err| {
+            self.close(id);
+            super::io_error(id, &err)
+        })
+    }
+
+    /// Closes `id`; unknown ids are fine.
+    pub fn close(&self, id: &str) {
+        self.slots().remove(id);
+    }
+}

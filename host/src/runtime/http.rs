@@ -1,0 +1,253 @@
+//! The `http` interface: outbound requests to the granted hosts only. Redirects are followed
+//! here, hop by hop, so every target is checked against the grants before it is contacted.
+//! Proxy variables are ignored; TLS is verified against the host's trust store.
+
+use std::time::{Duration, Instant};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode, Url};
+use wasmtime::component::Resource;
+
+use super::bindings::wexec::plugin::http::{Error, Header, Host, HostBody, Request, Response};
+use super::bindings::wexec::plugin::types::Capability;
+use super::state::HostState;
+
+/// Redirect hops followed at most.
+pub const MAX_REDIRECTS: usize = 10;
+
+/// The shared HTTP client: connection pooling, no automatic redirects, no proxies.
+#[derive(Debug, Clone)]
+pub struct Client(reqwest::Client);
+
+impl Client {
+    /// Builds the client.
+    pub fn new() -> Result<Self, reqwest::Error> {
+        // Several callers may race to install the process-wide provider; one wins, the rest
+        // find it installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .map(Self)
+    }
+}
+
+/// A response body being read by a plugin.
+pub struct Body {
+    response: reqwest::Response,
+    pending: bytes::Bytes,
+    deadline: Option<Instant>,
+}
+
+fn invalid(message: String) -> Error {
+    Error::Invalid(message)
+}
+
+/// `host:port` as the denial names it; IPv6 stays bracketed as in the URL.
+fn target(url: &Url) -> (String, u16, u16) {
+    let host = url.host_str().unwrap_or_default().to_owned();
+    let default_port = if url.scheme() == "https" { 443 } else { 80 };
+    (host, url.port().unwrap_or(default_port), default_port)
+}
+
+impl HostState {
+    /// The grant check for one hop: scheme, then host and port.
+    fn admit(&self, url: &Url) -> Result<(), Error> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(format!(
+                "http/request only supports http and https URLs, got {}",
+                url.scheme()
+            )));
+        }
+        let (host, port, default_port) = target(url);
+        if !self.plugin.declared(Capability::Http)
+            || !self.plugin.grants.allows_host(&host, port, default_port)
+        {
+            return Err(Error::Denied(format!(
+                "http/request to {host}:{port} is not allowed"
+            )));
+        }
+        Ok(())
+    }
+
+    async fn exchange(&mut self, request: Request) -> Result<Response, Error> {
+        let mut url = Url::parse(&request.url)
+            .map_err(|err| invalid(format!("http/request url is invalid: {err}")))?;
+        self.admit(&url)?;
+        let mut method = Method::from_bytes(request.method.as_bytes())
+            .map_err(|err| invalid(format!("http/request method is invalid: {err}")))?;
+        let mut headers = HeaderMap::new();
+        for header in &request.headers {
+            let name = HeaderName::from_bytes(header.name.as_bytes())
+                .map_err(|err| invalid(format!("http/request header name is invalid: {err}")))?;
+            let value = HeaderValue::from_str(&header.value).map_err(|err| {
+                invalid(format!(
+                    "http/request header value is invalid for {}: {err}",
+                    header.name
+                ))
+            })?;
+            headers.append(name, value);
+        }
+        let mut body = request.body;
+        let deadline = request
+            .timeout_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let mut hops = 0;
+        loop {
+            let mut builder = self
+                .shared
+                .http
+                .0
+                .request(method.clone(), url.clone())
+                .headers(headers.clone());
+            if let Some(body) = &body {
+                builder = builder.body(body.clone());
+            }
+            if let Some(deadline) = deadline {
+                builder = builder.timeout(deadline.saturating_duration_since(Instant::now()));
+            }
+            let response = builder
+                .send()
+                .await
+                .map_err(|err| Error::Failed(describe(&err)))?;
+            let status = response.status();
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let follow = request.follow_redirects
+                && status.is_redirection()
+                && status != StatusCode::NOT_MODIFIED;
+            let Some(location) = location.filter(|_| follow) else {
+                return Ok(self.respond(response, deadline));
+            };
+            hops += 1;
+            if hops > MAX_REDIRECTS {
+                return Err(Error::Failed(format!(
+                    "more than {MAX_REDIRECTS} redirects"
+                )));
+            }
+            let next = url.join(&location).map_err(|err| {
+                Error::Failed(format!(
+                    "redirect to an invalid location `{location}`: {err}"
+                ))
+            })?;
+            self.admit(&next)?;
+            if next.host_str() != url.host_str() {
+                // Credentials are for the host they were written for.
+                for sensitive in [
+                    reqwest::header::AUTHORIZATION,
+                    reqwest::header::COOKIE,
+                    reqwest::header::PROXY_AUTHORIZATION,
+                ] {
+                    headers.remove(sensitive);
+                }
+            }
+            let switch_to_get = status == StatusCode::SEE_OTHER && method != Method::HEAD
+                || matches!(status, StatusCode::MOVED_PERMANENTLY | StatusCode::FOUND)
+                    && method == Method::POST;
+            if switch_to_get {
+                method = Method::GET;
+                body = None;
+                headers.remove(reqwest::header::CONTENT_LENGTH);
+                headers.remove(reqwest::header::CONTENT_TYPE);
+            }
+            url = next;
+        }
+    }
+
+    fn respond(&mut self, response: reqwest::Response, deadline: Option<Instant>) -> Response {
+        let headers = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| {
+                Some(Header {
+                    name: name.as_str().to_owned(),
+                    value: value.to_str().ok()?.to_owned(),
+                })
+            })
+            .collect();
+        let status = response.status().as_u16();
+        let body = Body {
+            response,
+            pending: bytes::Bytes::new(),
+            deadline,
+        };
+        // The table only refuses when full (millions of entries): a body cannot be lost here
+        // in practice, but a failure must not panic.
+        let body = match self.table().push(body) {
+            Ok(body) => body,
+            Err(err) => {
+                tracing::error!("resource table full: {err}");
+                Resource::new_own(u32::MAX)
+            }
+        };
+        Response {
+            status,
+            headers,
+            body,
+        }
+    }
+}
+
+/// reqwest's error with its causes, which carry the useful part ("connection refused").
+fn describe(err: &reqwest::Error) -> String {
+    if err.is_timeout() {
+        return "timed out".into();
+    }
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+impl Host for HostState {
+    async fn send(&mut self, request: Request) -> Result<Response, Error> {
+        let started = Instant::now();
+        let result = self.exchange(request).await;
+        self.clock.add_host_time(started.elapsed());
+        result
+    }
+}
+
+impl HostBody for HostState {
+    async fn read(&mut self, body: Resource<Body>, max: u32) -> Result<Option<Vec<u8>>, Error> {
+        let started = Instant::now();
+        let max = (max as usize).max(1);
+        let result = async {
+            let body = self
+                .table()
+                .get_mut(&body)
+                .map_err(|err| Error::Failed(err.to_string()))?;
+            if body.pending.is_empty() {
+                let next = body.response.chunk();
+                let chunk = match body.deadline {
+                    Some(deadline) => tokio::time::timeout_at(deadline.into(), next)
+                        .await
+                        .map_err(|_| Error::Failed("timed out".into()))?,
+                    None => next.await,
+                };
+                match chunk.map_err(|err| Error::Failed(describe(&err)))? {
+                    Some(chunk) => body.pending = chunk,
+                    None => return Ok(None),
+                }
+            }
+            let take = body.pending.len().min(max);
+            Ok(Some(body.pending.split_to(take).to_vec()))
+        }
+        .await;
+        self.clock.add_host_time(started.elapsed());
+        result
+    }
+
+    async fn drop(&mut self, body: Resource<Body>) -> wasmtime::Result<()> {
+        self.table().delete(body)?;
+        Ok(())
+    }
+}

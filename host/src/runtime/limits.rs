@@ -1,0 +1,38 @@
+//! Per-plugin limits (PROTOCOL §11.3, §12).
+
+use std::time::Duration;
+
+/// Execution time per call when none is configured.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(30);
+
+/// Memory per instance when none is configured: 512 MiB.
+pub const DEFAULT_MEMORY_LIMIT_BYTES: usize = 512 * 1024 * 1024;
+
+/// What one plugin may consume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Guest execution time per call (time blocked in host I/O does not count).
+    pub time: Duration,
+    /// Linear memory per instance.
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            time: DEFAULT_TIME_LIMIT,
+            memory_bytes: DEFAULT_MEMORY_LIMIT_BYTES,
+        }
+    }
+}
+
+impl Limits {
+    /// Limits from milliseconds and MiB, as the command line and config file give them.
+    pub fn from_settings(time_limit_ms: u64, memory_limit_mib: u64) -> Self {
+        Self {
+            time: Duration::from_millis(time_limit_ms),
+            memory_bytes: usize::try_from(memory_limit_mib.saturating_mul(1024 * 1024))
+                .unwrap_or(usize::MAX),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The `responder` interface, and the reply slot every request has: a reply is sent exactly
+//! once, early by a plugin or when the handler returns.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+
+use super::bindings::wexec::plugin::responder::Host;
+use super::bindings::wexec::plugin::types::RpcError as WitRpcError;
+use super::state::HostState;
+use crate::rpc::{RequestId, RpcError, RpcResult, encode_reply, internal_error};
+use crate::transport::Outbound;
+
+/// The reply to one request.
+#[derive(Debug)]
+pub struct Reply {
+    id: RequestId,
+    outbound: Outbound,
+    sent: AtomicBool,
+}
+
+impl Reply {
+    /// The reply slot of request `id` on a connection.
+    pub fn new(id: RequestId, outbound: Outbound) -> Self {
+        Self {
+            id,
+            outbound,
+            sent: AtomicBool::new(false),
+        }
+    }
+
+    /// Sends `outcome` unless a reply was already sent. Waits for room in the queue.
+    pub async fn send(&self, outcome: &RpcResult) {
+        if self.sent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // A closed connection has nobody left to answer.
+        let _ = self.outbound.send(encode_reply(&self.id, outcome)).await;
+    }
+
+    /// The connection's outbound queue.
+    pub fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
+}
+
+/// A plugin's error as wexec's: code, message and data unchanged (data parsed as JSON when it
+/// is JSON, else kept as a string).
+pub fn from_wit(error: WitRpcError) -> RpcError {
+    RpcError {
+        code: error.code,
+        message: error.message,
+        data: error
+            .data
+            .map(|data| serde_json::from_str(&data).unwrap_or(serde_json::Value::String(data))),
+    }
+}
+
+impl Host for HostState {
+    async fn respond(&mut self, result: Result<String, WitRpcError>) {
+        let Some(call) = &self.call else {
+            return;
+        };
+        let outcome = match result {
+            Ok(json) => RawValue::from_string(json).map_err(|err| {
+                internal_error(format!(
+                    "plugin {} failed: its result is not JSON: {err}",
+                    self.plugin.name
+                ))
+            }),
+            Err(error) => Err(from_wit(error)),
+        };
+        let reply = std::sync::Arc::clone(&call.reply);
+        let waited = Instant::now();
+        reply.send(&outcome).await;
+        self.clock.add_host_time(waited.elapsed());
+    }
+
+    async fn notify(&mut self, method: String, params: String) -> Result<(), String> {
+        let namespace = format!("{}/", self.plugin.name);
+        if !method.starts_with(&namespace) {
+            return Err(format!(
+                "notification {method} is outside plugin {}'s namespace {namespace}",
+                self.plugin.name
+            ));
+        }
+        let Some(call) = &self.call else {
+            return Err("no call is in progress".into());
+        };
+        let params = RawValue::from_string(params)
+            .map_err(|err| format!("notification params are not JSON: {err}"))?;
+        let text = crate::rpc::encode_notification(&method, &params).map_err(|err| err.message)?;
+        let outbound = call.reply.outbound().clone();
+        let waited = Instant::now();
+        let sent = outbound.send(text).await;
+        self.clock.add_host_time(waited.elapsed());
+        sent.map_err(|_| "the connection is closed".to_owned())
+    }
+}

@@ -1,0 +1,181 @@
+//! Per-instance host state: WASI that grants nothing, the plugin's identity and grants, the
+//! memory limiter, the guest-time clock and the context of the call in progress.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::{CallContext, LoadedPlugin, Shared};
+
+/// How much of a guest's stderr is kept (the tail of a panic message, for error reports).
+pub const STDERR_CAPTURE_BYTES: usize = 64 * 1024;
+
+/// Core instances, tables and memories one plugin instance may create: generous for a component
+/// (a Rust component has a handful of each), small enough to stop a runaway.
+const MAX_INSTANCES: usize = 64;
+const MAX_TABLES: usize = 64;
+const MAX_MEMORIES: usize = 16;
+/// Elements one table may grow to.
+const MAX_TABLE_ELEMENTS: usize = 1_000_000;
+
+/// The state of one plugin instance's store.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    /// What the guest wrote to stderr (panic messages).
+    pub stderr: MemoryOutputPipe,
+    /// The plugin this instance runs.
+    pub plugin: Arc<LoadedPlugin>,
+    /// Process-wide capability state.
+    pub shared: Arc<Shared>,
+    /// Memory limit enforcement.
+    pub limiter: Limiter,
+    /// Guest execution time of the current call.
+    pub clock: CallClock,
+    /// The call in progress, if any.
+    pub call: Option<CallContext>,
+}
+
+impl HostState {
+    /// Fresh state for an instance of `plugin`. WASI gets no preopens, no environment, no
+    /// arguments, no sockets and no stdin; stdout is discarded and stderr captured.
+    pub fn new(plugin: Arc<LoadedPlugin>, shared: Arc<Shared>) -> Self {
+        let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
+        let wasi = WasiCtxBuilder::new().stderr(stderr.clone()).build();
+        Self {
+            wasi,
+            table: ResourceTable::new(),
+            stderr,
+            limiter: Limiter {
+                memory_limit: plugin.limits.memory_bytes,
+                memory_exceeded: false,
+            },
+            clock: CallClock::new(plugin.limits.time),
+            plugin,
+            shared,
+            call: None,
+        }
+    }
+
+    /// The resource table (host resources handed to the guest, e.g. HTTP bodies).
+    pub fn table(&mut self) -> &mut ResourceTable {
+        &mut self.table
+    }
+
+    /// The last lines the guest wrote to stderr, for error reports.
+    pub fn stderr_tail(&self) -> Option<String> {
+        let contents = self.stderr.contents();
+        let text = String::from_utf8_lossy(&contents);
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        let tail: Vec<&str> = text.lines().rev().take(4).collect();
+        Some(tail.into_iter().rev().collect::<Vec<_>>().join(" / "))
+    }
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Enforces the plugin's memory limit; remembers a refusal so the failure can be named.
+pub struct Limiter {
+    memory_limit: usize,
+    /// Set when the guest tried to grow past its limit.
+    pub memory_exceeded: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit {
+            self.memory_exceeded = true;
+            // Trapping (rather than failing the grow) stops the guest at once with a cause
+            // wexec can name; a failed grow would surface as an opaque abort.
+            return Err(wasmtime::Error::msg("plugin memory limit exceeded"));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}
+
+/// Measures a call's guest execution time: wall time minus time spent blocked in host I/O
+/// (PROTOCOL §11.3: disk and network waits do not count).
+pub struct CallClock {
+    limit: Duration,
+    started: Instant,
+    in_host: Duration,
+    /// Set when the limit was hit.
+    pub timed_out: bool,
+}
+
+impl CallClock {
+    fn new(limit: Duration) -> Self {
+        Self {
+            limit,
+            started: Instant::now(),
+            in_host: Duration::ZERO,
+            timed_out: false,
+        }
+    }
+
+    /// Starts timing a call.
+    pub fn start(&mut self) {
+        self.started = Instant::now();
+        self.in_host = Duration::ZERO;
+        self.timed_out = false;
+    }
+
+    /// Records time spent blocked in a host import.
+    pub fn add_host_time(&mut self, spent: Duration) {
+        self.in_host += spent;
+    }
+
+    /// Whether the guest has used up its time; marks the clock if so.
+    pub fn check(&mut self) -> bool {
+        let guest = self.started.elapsed().saturating_sub(self.in_host);
+        if guest > self.limit {
+            self.timed_out = true;
+        }
+        self.timed_out
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+}

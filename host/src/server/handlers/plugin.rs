@@ -1,0 +1,73 @@
+//! `plugin/list` and calls to plugin-claimed methods (PROTOCOL §11).
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::path_uri;
+use crate::rpc::{RpcResult, expect_no_params, method_not_found, to_result};
+use crate::runtime::CallContext;
+use crate::server::processor::RequestContext;
+
+/// A method claimed by a plugin: its params (absent = `null`) go to the plugin as JSON text,
+/// on an instance of the calling session.
+pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
+    let runtime = &ctx.server.runtime;
+    let Some(plugin) = runtime.plugin_for(&ctx.method) else {
+        return Err(method_not_found(&ctx.method));
+    };
+    let call = CallContext {
+        reply: Arc::clone(&ctx.reply),
+        handles: Arc::clone(&ctx.connection.handles),
+    };
+    runtime
+        .call(
+            plugin,
+            ctx.session.session().instances(),
+            &ctx.method,
+            &params.to_string(),
+            call,
+        )
+        .await
+}
+
+/// `plugin/list`: every plugin with its methods and effective grants.
+pub async fn list(ctx: RequestContext, params: Value) -> RpcResult {
+    expect_no_params(&params)?;
+    let plugins: Vec<Value> = ctx
+        .server
+        .runtime
+        .plugins()
+        .map(|plugin| {
+            let mut grants = Map::new();
+            if !plugin.grants.fs_roots.is_empty() {
+                let roots: Vec<String> = plugin
+                    .grants
+                    .fs_roots
+                    .iter()
+                    .map(|root| path_uri::to_uri(&root.path))
+                    .collect();
+                grants.insert("fsRoots".into(), json!(roots));
+            }
+            if !plugin.grants.allow_hosts.is_empty() {
+                let hosts: Vec<&str> = plugin
+                    .grants
+                    .allow_hosts
+                    .iter()
+                    .map(|pattern| pattern.as_str())
+                    .collect();
+                grants.insert("allowHosts".into(), json!(hosts));
+            }
+            if !plugin.grants.env_vars.is_empty() {
+                grants.insert("envVars".into(), json!(plugin.grants.env_vars));
+            }
+            json!({
+                "name": plugin.name,
+                "version": plugin.version,
+                "methods": plugin.methods,
+                "grants": grants,
+            })
+        })
+        .collect();
+    to_result(&json!({ "plugins": plugins }))
+}

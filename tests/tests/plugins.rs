@@ -1,0 +1,406 @@
+//! The plugin runtime against the real binary with the real `probe` guest (PROTOCOL §11;
+//! conformance item 12): JSON round trip, the plugin's own error, trap, endless loop and endless
+//! allocation, denied paths and hosts, grants from a config file, instance isolation.
+
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a failed expectation is a failed test"
+)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wexec_tests::{
+    Client, PROBE_WASM, TempDir, command, resident_bytes, rpc_error, spawn_stdio, spawn_stdio_with,
+    spawn_websocket,
+};
+
+fn probe_args() -> Vec<&'static str> {
+    vec![
+        "--plugin",
+        PROBE_WASM,
+        "--plugin-time-limit-ms",
+        "700",
+        "--plugin-memory-limit-mib",
+        "64",
+    ]
+}
+
+#[tokio::test]
+async fn a_plugin_round_trips_json_and_its_own_error() {
+    let (_server, mut client) = spawn_stdio(&probe_args());
+    let info = client.handshake().await;
+    assert_eq!(
+        info["environmentInfo"]["wexec"]["plugins"][0]["name"],
+        "probe"
+    );
+    let params =
+        json!({"nested": [1, 2.5, "three", {"four": null, "five": true}], "unicode": "é ✓"});
+    assert_eq!(client.call("probe/echo", params.clone()).await, params);
+    assert_eq!(
+        client.call("probe/echo", Value::Null).await,
+        Value::Null,
+        "absent params are null"
+    );
+    assert_eq!(
+        client.call_err("probe/fail", json!({})).await,
+        json!({"code": 4242, "message": "probe failed on purpose", "data": {"why": "asked to"}})
+    );
+    let list = client.call("plugin/list", Value::Null).await;
+    assert_eq!(list["plugins"][0]["name"], "probe");
+    assert_eq!(list["plugins"][0]["version"], "1.2.3");
+    assert_eq!(
+        list["plugins"][0]["grants"],
+        json!({}),
+        "a --plugin gets no grants"
+    );
+    assert!(
+        list["plugins"][0]["methods"]
+            .as_array()
+            .is_some_and(|m| m.contains(&json!("probe/echo")))
+    );
+}
+
+#[tokio::test]
+async fn plugin_methods_are_gated_like_any_other() {
+    let (_server, mut client) = spawn_stdio(&probe_args());
+    assert_eq!(
+        client.call_err("probe/echo", json!({})).await,
+        rpc_error(
+            -32600,
+            "client must call initialize before using plugin methods"
+        )
+    );
+    client.initialize().await;
+    assert_eq!(
+        client.call_err("plugin/list", json!({})).await,
+        rpc_error(
+            -32600,
+            "client must send initialized before using plugin methods"
+        )
+    );
+}
+
+#[tokio::test]
+async fn trap_loop_and_allocation_fail_precisely_and_the_host_keeps_serving() {
+    let (server, mut client) = spawn_stdio(&probe_args());
+    client.handshake().await;
+    client.call("probe/echo", json!(1)).await;
+    let baseline = resident_bytes(server.pid());
+
+    let panic = client.call_err("probe/panic", json!({})).await;
+    assert_eq!(panic["code"], -32603);
+    let message = panic["message"].as_str().expect("message");
+    assert!(
+        message
+            .starts_with("plugin probe failed: wasm trap: wasm `unreachable` instruction executed"),
+        "{message}"
+    );
+    assert!(
+        message.contains("probe panicked on purpose"),
+        "the guest's panic message is reported: {message}"
+    );
+
+    // The loop runs while other requests are answered at once.
+    client
+        .send(&json!({"id": "spin", "method": "probe/spin"}))
+        .await;
+    let began = Instant::now();
+    assert_eq!(
+        client.call("environment/status", Value::Null).await["status"],
+        "ready"
+    );
+    assert_eq!(
+        client.call("probe/echo", json!("meanwhile")).await,
+        json!("meanwhile")
+    );
+    assert!(
+        began.elapsed() < Duration::from_millis(500),
+        "served while the plugin spins"
+    );
+    let spin = client.reply_to(&json!("spin")).await;
+    assert_eq!(
+        spin["error"],
+        rpc_error(-32603, "plugin probe exceeded its time limit of 700 ms")
+    );
+
+    for _ in 0..3 {
+        assert_eq!(
+            client.call_err("probe/grow", json!({})).await,
+            rpc_error(-32603, "plugin probe exceeded its memory limit")
+        );
+    }
+    assert_eq!(
+        client.call("probe/echo", json!("after")).await,
+        json!("after"),
+        "the next call succeeds"
+    );
+    let after = resident_bytes(server.pid());
+    assert!(
+        after < baseline + 32 * 1024 * 1024,
+        "memory returns to its level: {baseline} bytes before, {after} after three 64 MiB allocations"
+    );
+}
+
+#[tokio::test]
+async fn instances_are_reused_within_a_session_and_never_shared_between_sessions() {
+    let server = spawn_websocket(&probe_args()).await;
+    let mut first = server.connect().await;
+    first.handshake().await;
+    let mut second = server.connect().await;
+    second.handshake().await;
+    for expected in 1..=3 {
+        assert_eq!(
+            first.call("probe/calls", Value::Null).await,
+            json!(expected)
+        );
+    }
+    assert_eq!(
+        second.call("probe/calls", Value::Null).await,
+        json!(1),
+        "a fresh instance for another session"
+    );
+    // After a trap the instance is discarded: the count starts again.
+    first.call_err("probe/panic", Value::Null).await;
+    assert_eq!(first.call("probe/calls", Value::Null).await, json!(1));
+}
+
+#[tokio::test]
+async fn a_plugin_streams_notifications_after_its_early_response_and_only_in_its_namespace() {
+    let (_server, mut client) = spawn_stdio(&probe_args());
+    client.handshake().await;
+    assert_eq!(
+        client.call("probe/stream", Value::Null).await,
+        json!({"streaming": true})
+    );
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        seen.push(client.next_notification().await);
+    }
+    assert_eq!(
+        seen,
+        vec![
+            json!({"jsonrpc": "2.0", "method": "probe/tick", "params": {"seq": 1}}),
+            json!({"jsonrpc": "2.0", "method": "probe/tick", "params": {"seq": 2}}),
+            json!({"jsonrpc": "2.0", "method": "probe/tick", "params": {"seq": 3}}),
+            json!({"jsonrpc": "2.0", "method": "probe/done", "params": {"spoofRefused": true}}),
+        ]
+    );
+}
+
+/// An HTTP server on 127.0.0.1 that answers every request with 200 `ok` and counts connections.
+async fn http_origin() -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buffer = [0u8; 4096];
+                let _ = stream.read(&mut buffer).await;
+                let _ = stream
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    )
+                    .await;
+            });
+        }
+    });
+    (addr, hits)
+}
+
+#[tokio::test]
+async fn without_grants_paths_and_hosts_are_denied_and_nothing_is_touched() {
+    let (addr, hits) = http_origin().await;
+    let (_server, mut client) = spawn_stdio(&probe_args());
+    client.handshake().await;
+    let dir = TempDir::new();
+    let file = dir.path().join("data.txt");
+    std::fs::write(&file, "granted?").expect("write");
+    let path = file.display().to_string();
+    assert_eq!(
+        client.call_err("probe/read", json!({"path": path})).await,
+        rpc_error(
+            -32600,
+            &format!("path `{path}` is outside the allowed roots")
+        )
+    );
+    assert_eq!(
+        client
+            .call_err("probe/fetch", json!({"url": format!("http://{addr}/")}))
+            .await,
+        rpc_error(-32600, &format!("http/request to {addr} is not allowed"))
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the origin was never contacted"
+    );
+    assert_eq!(
+        client.call_err("probe/var", json!({"name": "PATH"})).await,
+        rpc_error(
+            -32600,
+            "plugin probe: reading environment variable PATH denied: not granted"
+        )
+    );
+}
+
+#[tokio::test]
+async fn a_config_file_grants_roots_hosts_and_variables() {
+    let (addr, hits) = http_origin().await;
+    let dir = TempDir::new();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).expect("mkdir");
+    std::fs::write(root.join("inside.txt"), "hello from the root").expect("write");
+    std::fs::write(dir.path().join("outside.txt"), "secret").expect("write");
+    std::os::unix::fs::symlink(dir.path().join("outside.txt"), root.join("escape"))
+        .expect("symlink");
+    let config = dir.path().join("wexec.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[limits]\ntime-limit-ms = 5000\n\n[[plugins]]\nfile = \"{PROBE_WASM}\"\nread-only-roots = [\"root\"]\nallow-hosts = [\"127.0.0.1:*\"]\nenv-vars = [\"PROBE_VAR\", \"NOT_DECLARED\"]\n"
+        ),
+    )
+    .expect("write config");
+    let mut cmd = command(&["--config", &config.display().to_string()]);
+    cmd.env("PROBE_VAR", "granted value")
+        .env("NOT_DECLARED", "x");
+    let (_server, mut client) = spawn_stdio_with(cmd);
+    client.handshake().await;
+
+    let list = client.call("plugin/list", Value::Null).await;
+    assert_eq!(
+        list["plugins"][0]["grants"],
+        json!({
+            "fsRoots": [format!("file://{}", root.display())],
+            "allowHosts": ["127.0.0.1:*"],
+            "envVars": ["PROBE_VAR"],
+        }),
+        "grants are what the operator granted intersected with what the plugin declared"
+    );
+    let read = client
+        .call(
+            "probe/read",
+            json!({"path": root.join("inside.txt").display().to_string()}),
+        )
+        .await;
+    assert_eq!(read, json!({"size": 19, "text": "hello from the root"}));
+    for path in [
+        root.join("escape"),
+        root.join("../outside.txt"),
+        dir.path().join("outside.txt"),
+    ] {
+        let path = path.display().to_string();
+        assert_eq!(
+            client.call_err("probe/read", json!({"path": path})).await,
+            rpc_error(
+                -32600,
+                &format!("path `{path}` is outside the allowed roots")
+            )
+        );
+    }
+    assert_eq!(
+        client
+            .call("probe/fetch", json!({"url": format!("http://{addr}/")}))
+            .await,
+        json!({"status": 200})
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        client
+            .call_err("probe/fetch", json!({"url": "http://localhost:1/"}))
+            .await,
+        rpc_error(-32600, "http/request to localhost:1 is not allowed"),
+        "hosts compare as written, without DNS"
+    );
+    assert_eq!(
+        client.call("probe/var", json!({"name": "PROBE_VAR"})).await,
+        json!({"value": "granted value"})
+    );
+    assert_eq!(
+        client
+            .call_err("probe/var", json!({"name": "NOT_DECLARED"}))
+            .await["code"],
+        -32600
+    );
+}
+
+async fn startup_error(args: &[&str]) -> String {
+    let output = command(args).output().await.expect("run wexec");
+    assert!(!output.status.success(), "{args:?} must fail");
+    assert!(output.stdout.is_empty());
+    // Logs come first; the error is the last line.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    stderr
+        .trim_end()
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn bad_plugins_and_configs_stop_wexec_with_a_message_naming_the_file() {
+    let dir = TempDir::new();
+    let missing = dir.path().join("missing.wasm").display().to_string();
+    assert_eq!(
+        startup_error(&["--plugin", &missing]).await,
+        format!("wexec: plugin {missing}: cannot be read: No such file or directory (os error 2)")
+    );
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, "not wasm").expect("write");
+    let junk = junk.display().to_string();
+    let message = startup_error(&["--plugin", &junk]).await;
+    assert!(
+        message.starts_with(&format!(
+            "wexec: plugin {junk}: not a valid WebAssembly component"
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        startup_error(&["--plugin", PROBE_WASM, "--plugin", PROBE_WASM]).await,
+        "wexec: method probe/echo is claimed by both plugin probe and plugin probe"
+    );
+    let config = dir.path().join("bad.toml");
+    std::fs::write(&config, "[[plugins]]\nfile = \"x.wasm\"\nsurprise = 1\n").expect("write");
+    let config = config.display().to_string();
+    let message = startup_error(&["--config", &config]).await;
+    assert!(
+        message.starts_with(&format!("wexec: config {config}: ")),
+        "{message}"
+    );
+    assert!(message.contains("unknown field `surprise`"), "{message}");
+}
+
+#[tokio::test]
+async fn a_busy_plugin_does_not_stop_other_sessions() {
+    let server = spawn_websocket(&probe_args()).await;
+    let mut busy = server.connect().await;
+    busy.handshake().await;
+    let mut other: Client = server.connect().await;
+    other.handshake().await;
+    for id in 0..4 {
+        busy.send(&json!({"id": id, "method": "probe/spin"})).await;
+    }
+    let began = Instant::now();
+    for _ in 0..20 {
+        other.call("probe/echo", json!("still here")).await;
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(1),
+        "served while four instances spin: {:?}",
+        began.elapsed()
+    );
+    for id in 0..4 {
+        assert_eq!(busy.reply_to(&json!(id)).await["error"]["code"], -32603);
+    }
+}
