@@ -146,6 +146,11 @@ async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Opt
                 continue;
             }
         };
+        // Small JSON-RPC messages must not wait for Nagle's algorithm (a 40 ms stall against
+        // delayed ACKs).
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, "cannot set TCP_NODELAY: {err}");
+        }
         let server = Arc::clone(&server);
         let token = token.clone();
         tokio::spawn(async move {

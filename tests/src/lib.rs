@@ -149,9 +149,12 @@ impl Server {
             let value = format!("Bearer {token}").parse().expect("header value");
             request.headers_mut().insert("Authorization", value);
         }
-        let (socket, _) = tokio::time::timeout(TIMEOUT, tokio_tungstenite::connect_async(request))
-            .await
-            .expect("websocket connect in time")?;
+        let (socket, _) = tokio::time::timeout(
+            TIMEOUT,
+            tokio_tungstenite::connect_async_with_config(request, None, true),
+        )
+        .await
+        .expect("websocket connect in time")?;
         Ok(Client::new(Link::WebSocket(Box::new(socket))))
     }
 
