@@ -10,7 +10,7 @@
 //!
 //! Run: `cargo bench -p wexec-tests --bench plugin_dispatch`
 
-#![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
+#![expect(clippy::print_stdout, reason = "benchmark binary")]
 
 use std::time::{Duration, Instant};
 
