@@ -194,6 +194,15 @@ async fn a_plugin_streams_notifications_after_its_early_response_and_only_in_its
 
 /// An HTTP server on 127.0.0.1 that answers every request with 200 `ok` and counts connections.
 async fn http_origin() -> (String, Arc<AtomicUsize>) {
+    http_server(|_| {
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".to_owned()
+    })
+    .await
+}
+
+/// An HTTP server on 127.0.0.1 answering each request (given its first line) with `respond`'s
+/// raw response, counting connections.
+async fn http_server(respond: fn(&str) -> String) -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -205,12 +214,10 @@ async fn http_origin() -> (String, Arc<AtomicUsize>) {
             counter.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
                 let mut buffer = [0u8; 4096];
-                let _ = stream.read(&mut buffer).await;
-                let _ = stream
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-                    )
-                    .await;
+                let read = stream.read(&mut buffer).await.unwrap_or(0);
+                let request = String::from_utf8_lossy(&buffer[..read]);
+                let first_line = request.lines().next().unwrap_or_default().to_owned();
+                let _ = stream.write_all(respond(&first_line).as_bytes()).await;
             });
         }
     });
@@ -403,4 +410,93 @@ async fn a_busy_plugin_does_not_stop_other_sessions() {
     for id in 0..4 {
         assert_eq!(busy.reply_to(&json!(id)).await["error"]["code"], -32603);
     }
+}
+
+#[tokio::test]
+async fn every_redirect_hop_is_checked_against_the_grants() {
+    let (origin, origin_hits) = http_origin().await;
+    // Redirects to whatever `?to=` names.
+    let (redirector, _) = http_server(|line| {
+        let location = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|target| target.split_once("?to="))
+            .map(|(_, to)| to.to_owned())
+            .unwrap_or_default();
+        format!("HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    })
+    .await;
+    let allowed = format!("http://{redirector}/hop?to=http://{origin}/final");
+    let denied = format!("http://{redirector}/hop?to=http://localhost:1/elsewhere");
+    let dir = TempDir::new();
+    let config = dir.path().join("wexec.toml");
+    std::fs::write(
+        &config,
+        format!("[[plugins]]\nfile = \"{PROBE_WASM}\"\nallow-hosts = [\"127.0.0.1:*\"]\n"),
+    )
+    .expect("write");
+    let (_server, mut client) = spawn_stdio(&["--config", &config.display().to_string()]);
+    client.handshake().await;
+
+    let stop = client.call("probe/fetch", json!({"url": allowed})).await;
+    assert_eq!(
+        stop,
+        json!({"status": 302}),
+        "not following returns the 3xx as is"
+    );
+    assert_eq!(origin_hits.load(Ordering::SeqCst), 0);
+    let followed = client
+        .call("probe/fetch", json!({"url": allowed, "follow": true}))
+        .await;
+    assert_eq!(followed, json!({"status": 200}));
+    assert_eq!(origin_hits.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        client
+            .call_err("probe/fetch", json!({"url": denied, "follow": true}))
+            .await,
+        rpc_error(-32600, "http/request to localhost:1 is not allowed"),
+        "a hop to an ungranted host is refused before it is contacted"
+    );
+    // Without `?to=` the redirector sends clients back to itself.
+    let looping = format!("http://{redirector}/loop");
+    assert_eq!(
+        client
+            .call_err("probe/fetch", json!({"url": looping, "follow": true}))
+            .await,
+        rpc_error(-32603, "more than 10 redirects")
+    );
+}
+
+#[tokio::test]
+async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
+    let cache = TempDir::new();
+    let run = || {
+        let mut cmd = command(&["--plugin", PROBE_WASM]);
+        cmd.env("XDG_CACHE_HOME", cache.path());
+        spawn_stdio_with(cmd)
+    };
+    let (_first, mut client) = run();
+    client.handshake().await;
+    client.call("probe/noop", Value::Null).await;
+    let artifacts: Vec<_> = std::fs::read_dir(cache.path().join("wexec"))
+        .expect("cache dir")
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    assert!(artifacts[0].extension().is_some_and(|ext| ext == "cwasm"));
+    let written = std::fs::metadata(&artifacts[0])
+        .and_then(|meta| meta.modified())
+        .expect("mtime");
+
+    let (_second, mut client) = run();
+    client.handshake().await;
+    client.call("probe/noop", Value::Null).await;
+    let reused = std::fs::metadata(&artifacts[0])
+        .and_then(|meta| meta.modified())
+        .expect("mtime");
+    assert_eq!(
+        written, reused,
+        "the second start loaded the artifact instead of compiling again"
+    );
 }

@@ -98,13 +98,17 @@ impl Guest for Probe {
             }
             "probe/fetch" => {
                 let url = param(&parsed, "url")?;
+                let follow = parsed
+                    .get("follow")
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(false);
                 let request = http::Request {
                     method: "GET".into(),
                     url,
                     headers: Vec::new(),
                     body: None,
                     timeout_ms: Some(5_000),
-                    follow_redirects: false,
+                    follow_redirects: follow,
                 };
                 match http::send(&request) {
                     Ok(response) => Ok(serde_json::json!({"status": response.status}).to_string()),
