@@ -143,21 +143,27 @@ impl Options {
             .iter()
             .map(|pattern| HostPattern::parse(pattern))
             .collect::<Result<Vec<_>, _>>()?;
+        let fs_roots = self.canonical_fs_roots()?;
+        let plugins = self.plugin_specs(&fs_roots, &allow_hosts)?;
         Ok(Settings {
             listen,
             token,
             detach_ttl: Duration::from_secs(self.detach_ttl),
-            fs_roots: self.canonical_fs_roots()?,
+            fs_roots,
             allow_hosts,
-            plugins: self.plugin_specs()?,
+            plugins,
         })
     }
 
-    /// `--plugin` files (no grants) then `--config` plugins, in that order.
-    fn plugin_specs(&self) -> Result<Vec<PluginSpec>, StartupError> {
+    /// The bundled plugins, `--plugin` files (no grants), then `--config` plugins.
+    fn plugin_specs(
+        &self,
+        fs_roots: &[PathBuf],
+        allow_hosts: &[HostPattern],
+    ) -> Result<Vec<PluginSpec>, StartupError> {
         let defaults =
             Limits::from_settings(self.plugin_time_limit_ms, self.plugin_memory_limit_mib);
-        let mut specs = Vec::new();
+        let mut specs = crate::runtime::builtin::specs(fs_roots, allow_hosts, defaults);
         for file in &self.plugins {
             specs.push(PluginSpec {
                 origin: file.display().to_string(),

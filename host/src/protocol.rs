@@ -26,13 +26,13 @@ pub struct InitializeParams {
 }
 
 /// Result of `initialize`. A resume returns the session's first result unchanged.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InitializeResponse {
     /// The session's id, a UUIDv4.
     pub session_id: String,
     /// The same object `environment/info` returns.
-    pub environment_info: EnvironmentInfo,
+    pub environment_info: Box<serde_json::value::RawValue>,
 }
 
 /// Result of `environment/info` (PROTOCOL §7.4).
@@ -132,6 +132,9 @@ pub struct EnvironmentStatus {
     /// Always `ready` while wexec serves requests.
     pub status: String,
 }
+
+/// `http/request` request (served by the `http` plugin).
+pub const HTTP_REQUEST: &str = "http/request";
 
 /// `plugin/list` request.
 pub const PLUGIN_LIST: &str = "plugin/list";

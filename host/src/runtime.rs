@@ -9,6 +9,7 @@
 //! at a time, and is discarded after a trap or a limit.
 
 mod bindings;
+pub mod builtin;
 mod cache;
 mod environment;
 pub mod filesystem;
@@ -323,6 +324,19 @@ impl Runtime {
         }
     }
 
+    /// Calls a parameterless `method` for wexec itself (no client, no session).
+    pub async fn call_internal(&self, method: &str) -> RpcResult {
+        let Some(plugin) = self.plugin_for(method) else {
+            return Err(crate::rpc::method_not_found(method));
+        };
+        let call = CallContext {
+            reply: None,
+            handles: Arc::default(),
+        };
+        self.call(plugin, &InstancePool::default(), method, "null", call)
+            .await
+    }
+
     async fn instantiate(&self, plugin: &Arc<LoadedPlugin>) -> Result<Instance, RpcError> {
         let prepared = &self.plugins[plugin.index];
         let mut store = new_store(&self.engine, Arc::clone(plugin), Arc::clone(&self.shared));
@@ -443,7 +457,8 @@ fn validate(index: usize, info: PluginInfo, spec: &PluginSpec) -> Result<LoadedP
     if info.methods.is_empty() {
         return Err("serves no methods".into());
     }
-    for method in &info.methods {
+    // The bundled plugins serve wexec's own method families (fs/*, http/*, environment/*).
+    for method in info.methods.iter().filter(|_| !spec.builtin) {
         let valid = method
             .strip_prefix(name.as_str())
             .and_then(|rest| rest.strip_prefix('/'))
@@ -507,8 +522,9 @@ fn failure(plugin: &LoadedPlugin, state: &HostState, err: &wasmtime::Error) -> R
 
 /// What the capabilities need to know about the call in progress.
 pub struct CallContext {
-    /// Sends the reply (early, through the responder, or when the handler returns).
-    pub reply: Arc<Reply>,
+    /// Sends the reply (early, through the responder, or when the handler returns); `None`
+    /// for wexec's own calls, which have no client.
+    pub reply: Option<Arc<Reply>>,
     /// The calling connection's file handles.
     pub handles: Arc<FileHandles>,
 }

@@ -18,7 +18,9 @@ use tokio::net::TcpListener;
 use self::session::SessionRegistry;
 use crate::cli::Settings;
 use crate::environment::EnvironmentFacts;
-use crate::protocol::EnvironmentInfo;
+use serde_json::value::RawValue;
+
+use crate::protocol;
 use crate::runtime::{LoadError, Runtime};
 use crate::transport::{stdio, websocket};
 
@@ -33,10 +35,11 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 pub struct ServerState {
     /// All sessions.
     pub sessions: Arc<SessionRegistry>,
-    /// Facts about this host.
-    pub environment: Arc<EnvironmentFacts>,
     /// The plugins and their runtime.
     pub runtime: Runtime,
+    /// `environmentInfo`, as the `env` plugin reported it at startup; embedded in every
+    /// `initialize` result.
+    environment_info: Box<RawValue>,
 }
 
 impl ServerState {
@@ -44,17 +47,24 @@ impl ServerState {
     /// plugin (a plugin that cannot be loaded stops wexec before it serves anyone).
     pub async fn new(settings: Settings) -> Result<Arc<Self>, LoadError> {
         let environment = Arc::new(EnvironmentFacts::gather());
-        let runtime = Runtime::load(settings.plugins, Arc::clone(&environment)).await?;
+        let runtime = Runtime::load(settings.plugins, environment).await?;
+        let environment_info = runtime
+            .call_internal(protocol::ENVIRONMENT_INFO)
+            .await
+            .map_err(|err| LoadError::Invalid {
+                origin: "built-in env".into(),
+                reason: format!("environment/info failed: {}", err.message),
+            })?;
         Ok(Arc::new(Self {
             sessions: SessionRegistry::new(settings.detach_ttl),
-            environment,
             runtime,
+            environment_info,
         }))
     }
 
-    /// The current `environmentInfo`.
-    pub fn environment_info(&self) -> EnvironmentInfo {
-        self.environment.info(self.runtime.summaries())
+    /// `environmentInfo` for `initialize`: the same object `environment/info` returns.
+    pub fn environment_info(&self) -> &RawValue {
+        &self.environment_info
     }
 
     /// Ends every session, terminating and waiting for every process (wexec is exiting).

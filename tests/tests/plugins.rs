@@ -19,6 +19,15 @@ use wexec_tests::{
     spawn_websocket,
 };
 
+/// The probe's entry in a `plugin/list` result.
+fn probe_entry(list: &Value) -> Value {
+    list["plugins"]
+        .as_array()
+        .and_then(|plugins| plugins.iter().find(|plugin| plugin["name"] == "probe"))
+        .cloned()
+        .expect("probe is listed")
+}
+
 fn probe_args() -> Vec<&'static str> {
     vec![
         "--plugin",
@@ -34,9 +43,15 @@ fn probe_args() -> Vec<&'static str> {
 async fn a_plugin_round_trips_json_and_its_own_error() {
     let (_server, mut client) = spawn_stdio(&probe_args());
     let info = client.handshake().await;
+    let names: Vec<Value> = info["environmentInfo"]["wexec"]["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .map(|plugin| plugin["name"].clone())
+        .collect();
     assert_eq!(
-        info["environmentInfo"]["wexec"]["plugins"][0]["name"],
-        "probe"
+        names,
+        vec![json!("fs"), json!("http"), json!("env"), json!("probe")]
     );
     let params =
         json!({"nested": [1, 2.5, "three", {"four": null, "five": true}], "unicode": "é ✓"});
@@ -50,16 +65,11 @@ async fn a_plugin_round_trips_json_and_its_own_error() {
         client.call_err("probe/fail", json!({})).await,
         json!({"code": 4242, "message": "probe failed on purpose", "data": {"why": "asked to"}})
     );
-    let list = client.call("plugin/list", Value::Null).await;
-    assert_eq!(list["plugins"][0]["name"], "probe");
-    assert_eq!(list["plugins"][0]["version"], "1.2.3");
-    assert_eq!(
-        list["plugins"][0]["grants"],
-        json!({}),
-        "a --plugin gets no grants"
-    );
+    let probe = probe_entry(&client.call("plugin/list", Value::Null).await);
+    assert_eq!(probe["version"], "1.2.3");
+    assert_eq!(probe["grants"], json!({}), "a --plugin gets no grants");
     assert!(
-        list["plugins"][0]["methods"]
+        probe["methods"]
             .as_array()
             .is_some_and(|m| m.contains(&json!("probe/echo")))
     );
@@ -284,9 +294,9 @@ async fn a_config_file_grants_roots_hosts_and_variables() {
     let (_server, mut client) = spawn_stdio_with(cmd);
     client.handshake().await;
 
-    let list = client.call("plugin/list", Value::Null).await;
+    let probe = probe_entry(&client.call("plugin/list", Value::Null).await);
     assert_eq!(
-        list["plugins"][0]["grants"],
+        probe["grants"],
         json!({
             "fsRoots": [format!("file://{}", root.display())],
             "allowHosts": ["127.0.0.1:*"],
@@ -478,25 +488,42 @@ async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
     let (_first, mut client) = run();
     client.handshake().await;
     client.call("probe/noop", Value::Null).await;
-    let artifacts: Vec<_> = std::fs::read_dir(cache.path().join("wexec"))
-        .expect("cache dir")
-        .flatten()
-        .map(|entry| entry.path())
-        .collect();
-    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
-    assert!(artifacts[0].extension().is_some_and(|ext| ext == "cwasm"));
-    let written = std::fs::metadata(&artifacts[0])
-        .and_then(|meta| meta.modified())
-        .expect("mtime");
+    let snapshot = || {
+        let mut artifacts: Vec<(std::path::PathBuf, std::time::SystemTime)> =
+            std::fs::read_dir(cache.path().join("wexec"))
+                .expect("cache dir")
+                .flatten()
+                .map(|entry| {
+                    (
+                        entry.path(),
+                        entry
+                            .metadata()
+                            .and_then(|meta| meta.modified())
+                            .expect("mtime"),
+                    )
+                })
+                .collect();
+        artifacts.sort();
+        artifacts
+    };
+    let written = snapshot();
+    assert_eq!(
+        written.len(),
+        4,
+        "the three bundled plugins and the probe: {written:?}"
+    );
+    assert!(
+        written
+            .iter()
+            .all(|(path, _)| path.extension().is_some_and(|ext| ext == "cwasm"))
+    );
 
     let (_second, mut client) = run();
     client.handshake().await;
     client.call("probe/noop", Value::Null).await;
-    let reused = std::fs::metadata(&artifacts[0])
-        .and_then(|meta| meta.modified())
-        .expect("mtime");
     assert_eq!(
-        written, reused,
-        "the second start loaded the artifact instead of compiling again"
+        snapshot(),
+        written,
+        "the second start loaded every artifact instead of compiling again"
     );
 }

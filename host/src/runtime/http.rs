@@ -72,9 +72,9 @@ impl HostState {
     }
 
     async fn exchange(&mut self, request: Request) -> Result<Response, Error> {
+        // Validation first (PROTOCOL §10.1 order), then the grant, then the network.
         let mut url = Url::parse(&request.url)
             .map_err(|err| invalid(format!("http/request url is invalid: {err}")))?;
-        self.admit(&url)?;
         let mut method = Method::from_bytes(request.method.as_bytes())
             .map_err(|err| invalid(format!("http/request method is invalid: {err}")))?;
         let mut headers = HeaderMap::new();
@@ -89,6 +89,7 @@ impl HostState {
             })?;
             headers.append(name, value);
         }
+        self.admit(&url)?;
         let mut body = request.body;
         let deadline = request
             .timeout_ms

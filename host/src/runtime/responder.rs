@@ -59,7 +59,7 @@ pub fn from_wit(error: WitRpcError) -> RpcError {
 
 impl Host for HostState {
     async fn respond(&mut self, result: Result<String, WitRpcError>) {
-        let Some(call) = &self.call else {
+        let Some(reply) = self.call.as_ref().and_then(|call| call.reply.clone()) else {
             return;
         };
         let outcome = match result {
@@ -71,7 +71,6 @@ impl Host for HostState {
             }),
             Err(error) => Err(from_wit(error)),
         };
-        let reply = std::sync::Arc::clone(&call.reply);
         let waited = Instant::now();
         reply.send(&outcome).await;
         self.clock.add_host_time(waited.elapsed());
@@ -85,13 +84,13 @@ impl Host for HostState {
                 self.plugin.name
             ));
         }
-        let Some(call) = &self.call else {
-            return Err("no call is in progress".into());
+        let Some(reply) = self.call.as_ref().and_then(|call| call.reply.clone()) else {
+            return Err("no client is attached to this call".into());
         };
         let params = RawValue::from_string(params)
             .map_err(|err| format!("notification params are not JSON: {err}"))?;
         let text = crate::rpc::encode_notification(&method, &params).map_err(|err| err.message)?;
-        let outbound = call.reply.outbound().clone();
+        let outbound = reply.outbound().clone();
         let waited = Instant::now();
         let sent = outbound.send(text).await;
         self.clock.add_host_time(waited.elapsed());

@@ -2,7 +2,8 @@
 //! dispatcher. Until `initialized` is processed, messages are handled one at a time in arrival
 //! order, so gating errors keep wire order (PROTOCOL §5.2, §6).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
@@ -10,10 +11,13 @@ use super::ServerState;
 use super::dispatch::Dispatcher;
 use super::router;
 use super::session::{ConnectionId, SessionHandle};
-use crate::protocol::{INITIALIZE, INITIALIZED, InitializeParams, InitializeResponse};
+use crate::protocol::{
+    HTTP_REQUEST, INITIALIZE, INITIALIZED, InitializeParams, InitializeResponse,
+};
 use crate::rpc::parse::{Incoming, Request, parse_message};
 use crate::rpc::{
-    RequestId, RpcResult, decode_params, encode_reply, invalid_request, method_not_found, to_result,
+    RequestId, RpcError, RpcResult, decode_params, encode_reply, invalid_params, invalid_request,
+    method_not_found, to_result,
 };
 use crate::runtime::{FileHandles, Reply};
 use crate::transport::{Connection, Outbound};
@@ -43,6 +47,8 @@ pub struct ConnectionContext {
     pub outbound: Outbound,
     /// The connection's open file handles; they close with it.
     pub handles: Arc<FileHandles>,
+    /// `requestId`s of the connection's active HTTP body streams.
+    streams: Arc<Mutex<HashSet<String>>>,
     closing: watch::Receiver<bool>,
 }
 
@@ -100,6 +106,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
             peer,
             outbound,
             handles: Arc::default(),
+            streams: Arc::default(),
             closing,
         }),
         phase: Phase::AwaitingInitialize,
@@ -227,6 +234,10 @@ impl Processor {
             }
             Phase::Ready(session) => session.clone(),
         };
+        let stream = match self.reserve_stream(&method, &params) {
+            Ok(stream) => stream,
+            Err(error) => return self.reply(&id, Err(error)).await,
+        };
         let reply = Arc::new(Reply::new(id, self.connection.outbound.clone()));
         let ctx = RequestContext {
             server: Arc::clone(&self.server),
@@ -237,12 +248,48 @@ impl Processor {
         };
         let lane = route.lane.key(&params);
         let job = async move {
+            // Held until the call (and so the stream) ends.
+            let _stream = stream;
             let outcome = (route.handler)(ctx, params).await;
             // Unless a plugin already answered early.
             reply.send(&outcome).await;
         };
         self.dispatcher.dispatch(lane, route.exempt, job).await;
         Flow::Continue
+    }
+
+    /// Reserves the `requestId` of a streaming `http/request` at arrival, so ids are taken in
+    /// wire order (PROTOCOL §6); a duplicate of an active stream is refused.
+    fn reserve_stream(
+        &self,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Result<Option<StreamReservation>, RpcError> {
+        let streaming = params.get("streamResponse") == Some(&serde_json::Value::Bool(true));
+        let Some(id) = params
+            .get("requestId")
+            .and_then(serde_json::Value::as_str)
+            .filter(|_| streaming)
+        else {
+            return Ok(None);
+        };
+        if method != HTTP_REQUEST {
+            return Ok(None);
+        }
+        let mut active = self
+            .connection
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !active.insert(id.to_owned()) {
+            return Err(invalid_params(format!(
+                "http/request streamResponse requestId `{id}` is already active"
+            )));
+        }
+        Ok(Some(StreamReservation {
+            streams: Arc::clone(&self.connection.streams),
+            id: id.to_owned(),
+        }))
     }
 
     fn initialize(&mut self, params: serde_json::Value) -> RpcResult {
@@ -259,7 +306,7 @@ impl Processor {
             None => sessions.open(connection.id, connection.outbound.clone(), |session_id| {
                 to_result(&InitializeResponse {
                     session_id: session_id.to_owned(),
-                    environment_info: self.server.environment_info(),
+                    environment_info: self.server.environment_info().to_owned(),
                 })
             })?,
         };
@@ -284,5 +331,20 @@ impl Processor {
             Ok(()) => Flow::Continue,
             Err(_) => Flow::Close,
         }
+    }
+}
+
+/// An active stream's `requestId`, released on drop.
+struct StreamReservation {
+    streams: Arc<Mutex<HashSet<String>>>,
+    id: String,
+}
+
+impl Drop for StreamReservation {
+    fn drop(&mut self) {
+        self.streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
     }
 }

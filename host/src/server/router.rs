@@ -53,13 +53,6 @@ pub enum Lane {
     /// Ordered per `processId`.
     Process(LaneRole),
     /// Ordered per `handleId`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "fs/open, readBlock, writeBlock and close take this lane when the fs plugin lands"
-        )
-    )]
     Handle(LaneRole),
 }
 
@@ -107,12 +100,6 @@ fn exec(exempt: bool, lane: Lane, handler: Handler) -> Route {
 /// ones.
 pub fn route(method: &str, server: &ServerState) -> Option<Route> {
     let route = match method {
-        protocol::ENVIRONMENT_INFO => Route {
-            family: Family::EnvironmentInfo,
-            exempt: true,
-            lane: Lane::None,
-            handler: |ctx, params| Box::pin(handlers::environment_info(ctx, params)),
-        },
         protocol::ENVIRONMENT_STATUS => Route {
             family: Family::EnvironmentStatus,
             exempt: true,
@@ -148,17 +135,25 @@ pub fn route(method: &str, server: &ServerState) -> Option<Route> {
     Some(route)
 }
 
+/// A plugin-claimed method. The protocol methods the bundled plugins serve keep the family,
+/// exemption and ordering PROTOCOL §5.2 and §6 give them.
 fn plugin_route(method: &str, server: &ServerState) -> Option<Route> {
     server.runtime.plugin_for(method)?;
-    let family = match method.split_once('/').map(|(family, _)| family) {
-        Some("fs") => Family::Filesystem,
-        Some("http") => Family::Http,
-        _ => Family::Plugin,
+    let (family, exempt, lane) = match method {
+        protocol::ENVIRONMENT_INFO => (Family::EnvironmentInfo, true, Lane::None),
+        "fs/open" => (Family::Filesystem, false, Lane::Handle(LaneRole::Barrier)),
+        "fs/readBlock" | "fs/writeBlock" => {
+            (Family::Filesystem, false, Lane::Handle(LaneRole::Ordered))
+        }
+        "fs/close" => (Family::Filesystem, true, Lane::Handle(LaneRole::Control)),
+        _ if method.starts_with("fs/") => (Family::Filesystem, false, Lane::None),
+        _ if method.starts_with("http/") => (Family::Http, false, Lane::None),
+        _ => (Family::Plugin, false, Lane::None),
     };
     Some(Route {
         family,
-        exempt: false,
-        lane: Lane::None,
+        exempt,
+        lane,
         handler: |ctx, params| Box::pin(handlers::plugin::call(ctx, params)),
     })
 }

@@ -163,7 +163,7 @@ impl Roots {
         Ok(full.to_string_lossy().into_owned())
     }
 
-    /// `read-directory`: types follow symlinks; dangling and escaping links are omitted.
+    /// `read-directory`: types follow symlinks; dangling and escaping links are flagged.
     pub fn read_directory(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
         let resolved = self.resolve(path)?;
         let dir = &resolved.root.dir;
@@ -183,19 +183,20 @@ impl Roots {
                 continue;
             };
             let is_symlink = file_type.is_symlink();
-            let (is_directory, is_file) = if is_symlink {
+            let (is_directory, is_file, target_missing) = if is_symlink {
                 match dir.metadata(resolved.relative.join(&name)) {
-                    Ok(target) => (target.is_dir(), target.is_file()),
-                    Err(_) => continue,
+                    Ok(target) => (target.is_dir(), target.is_file(), false),
+                    Err(_) => (false, false, true),
                 }
             } else {
-                (file_type.is_dir(), file_type.is_file())
+                (file_type.is_dir(), file_type.is_file(), false)
             };
             listed.push(DirEntry {
                 name: name.to_string_lossy().into_owned(),
                 is_directory,
                 is_file,
                 is_symlink,
+                target_missing,
             });
         }
         if count > MAX_DIRECTORY_ENTRIES {

@@ -17,7 +17,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
         return Err(method_not_found(&ctx.method));
     };
     let call = CallContext {
-        reply: Arc::clone(&ctx.reply),
+        reply: Some(Arc::clone(&ctx.reply)),
         handles: Arc::clone(&ctx.connection.handles),
     };
     runtime

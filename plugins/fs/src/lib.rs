@@ -1,0 +1,336 @@
+//! The bundled `fs` plugin: every `fs/*` method (PROTOCOL §9) as protocol mapping onto the
+//! host's filesystem capability, which confines every path to the granted roots.
+
+#![allow(
+    unsafe_code,
+    reason = "wit-bindgen's generated import and export glue is unsafe code"
+)]
+
+wit_bindgen::generate!({ world: "plugin", path: "../../wit" });
+
+mod error;
+mod uri;
+mod walk;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use error::{from_fs, invalid_params, invalid_request};
+use exports::wexec::plugin::handler::{Guest, PluginInfo};
+use wexec::plugin::filesystem::{self as fs, OpenMode};
+use wexec::plugin::types::{Capability, RpcError};
+
+/// Largest block read or written at once.
+const MAX_BLOCK_BYTES: u64 = 1024 * 1024;
+
+const METHODS: [&str; 13] = [
+    "fs/readFile",
+    "fs/writeFile",
+    "fs/createDirectory",
+    "fs/getMetadata",
+    "fs/canonicalize",
+    "fs/readDirectory",
+    "fs/walk",
+    "fs/remove",
+    "fs/copy",
+    "fs/open",
+    "fs/readBlock",
+    "fs/writeBlock",
+    "fs/close",
+];
+
+struct Fs;
+
+impl Guest for Fs {
+    fn describe() -> PluginInfo {
+        PluginInfo {
+            name: "fs".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            contract: "0.1.0".into(),
+            methods: METHODS.iter().map(|method| (*method).to_owned()).collect(),
+            capabilities: vec![Capability::Filesystem],
+            env_vars: Vec::new(),
+        }
+    }
+
+    fn handle(method: String, params: String) -> Result<String, RpcError> {
+        let params: Value =
+            serde_json::from_str(&params).map_err(|err| invalid_params(err.to_string()))?;
+        let result = match method.as_str() {
+            "fs/readFile" => read_file(params),
+            "fs/writeFile" => write_file(params),
+            "fs/createDirectory" => create_directory(params),
+            "fs/getMetadata" => get_metadata(params),
+            "fs/canonicalize" => canonicalize(params),
+            "fs/readDirectory" => read_directory(params),
+            "fs/walk" => walk(params),
+            "fs/remove" => remove(params),
+            "fs/copy" => copy(params),
+            "fs/open" => open(params),
+            "fs/readBlock" => read_block(params),
+            "fs/writeBlock" => write_block(params),
+            "fs/close" => close(params),
+            other => Err(RpcError {
+                code: -32601,
+                message: format!("exec-server stub does not implement `{other}` yet"),
+                data: None,
+            }),
+        }?;
+        Ok(result.to_string())
+    }
+}
+
+fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params).map_err(|err| invalid_params(err.to_string()))
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The Codex sandbox context (PROTOCOL §7.3): fs methods are served unless a restrictive
+/// confinement is asked for; the roots are wexec's sandbox.
+fn check_sandbox(sandbox: Option<&Value>) -> Result<(), RpcError> {
+    let Some(permissions) = sandbox
+        .and_then(|sandbox| sandbox.get("permissions"))
+        .filter(|p| !p.is_null())
+    else {
+        return Ok(());
+    };
+    let allowed = match permissions.get("type").and_then(Value::as_str) {
+        Some("disabled" | "external") => true,
+        Some("managed") => {
+            permissions
+                .get("file_system")
+                .and_then(|fs| fs.get("type"))
+                .and_then(Value::as_str)
+                == Some("unrestricted")
+        }
+        _ => false,
+    };
+    if allowed {
+        Ok(())
+    } else {
+        Err(invalid_params(
+            "sandbox intent cannot be enforced on this executor",
+        ))
+    }
+}
+
+/// Params with one path.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PathParams {
+    path: String,
+    #[serde(default)]
+    sandbox: Option<Value>,
+    #[serde(default = "yes")]
+    follow_symlinks: bool,
+}
+
+impl PathParams {
+    /// Sandbox first, then the path.
+    fn native(&self) -> Result<String, RpcError> {
+        check_sandbox(self.sandbox.as_ref())?;
+        uri::decode(&self.path)
+    }
+}
+
+fn read_file(params: Value) -> Result<Value, RpcError> {
+    let params: PathParams = decode(params)?;
+    let data = fs::read_file(&params.native()?, params.follow_symlinks).map_err(from_fs)?;
+    Ok(json!({"dataBase64": STANDARD.encode(data)}))
+}
+
+fn write_file(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        #[serde(flatten)]
+        target: PathParams,
+        data_base64: String,
+    }
+    let params: Params = decode(params)?;
+    let path = params.target.native()?;
+    let data = STANDARD.decode(&params.data_base64).map_err(|err| {
+        invalid_request(format!(
+            "fs/writeFile requires valid base64 dataBase64: {err}"
+        ))
+    })?;
+    fs::write_file(&path, &data, params.target.follow_symlinks).map_err(from_fs)?;
+    Ok(json!({}))
+}
+
+fn create_directory(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(flatten)]
+        target: PathParams,
+        #[serde(default = "yes")]
+        recursive: bool,
+    }
+    let params: Params = decode(params)?;
+    fs::create_directory(&params.target.native()?, params.recursive).map_err(from_fs)?;
+    Ok(json!({}))
+}
+
+fn get_metadata(params: Value) -> Result<Value, RpcError> {
+    let params: PathParams = decode(params)?;
+    let meta = fs::get_metadata(&params.native()?, params.follow_symlinks).map_err(from_fs)?;
+    Ok(json!({
+        "isDirectory": meta.is_directory,
+        "isFile": meta.is_file,
+        "isSymlink": meta.is_symlink,
+        "size": meta.size,
+        "createdAtMs": meta.created_at_ms,
+        "modifiedAtMs": meta.modified_at_ms,
+    }))
+}
+
+fn canonicalize(params: Value) -> Result<Value, RpcError> {
+    let params: PathParams = decode(params)?;
+    let canonical = fs::canonicalize(&params.native()?).map_err(from_fs)?;
+    Ok(json!({"path": uri::encode(&canonical)}))
+}
+
+fn read_directory(params: Value) -> Result<Value, RpcError> {
+    let params: PathParams = decode(params)?;
+    let entries = fs::read_directory(&params.native()?).map_err(|error| {
+        // Too many entries is an internal limit here, not a bad request (PROTOCOL §9.3).
+        let too_large = error.kind == fs::ErrorKind::TooLarge;
+        let mut mapped = from_fs(error);
+        if too_large {
+            mapped.code = -32603;
+        }
+        mapped
+    })?;
+    let entries: Vec<Value> = entries
+        .into_iter()
+        .filter(|entry| !entry.target_missing)
+        .map(|entry| json!({"fileName": entry.name, "isDirectory": entry.is_directory, "isFile": entry.is_file}))
+        .collect();
+    Ok(json!({ "entries": entries }))
+}
+
+fn walk(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(flatten)]
+        target: PathParams,
+        options: walk::Options,
+    }
+    let params: Params = decode(params)?;
+    walk::walk(&params.target.native()?, &params.options)
+}
+
+fn remove(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(flatten)]
+        target: PathParams,
+        #[serde(default = "yes")]
+        recursive: bool,
+        #[serde(default = "yes")]
+        force: bool,
+    }
+    let params: Params = decode(params)?;
+    fs::remove(&params.target.native()?, params.recursive, params.force).map_err(from_fs)?;
+    Ok(json!({}))
+}
+
+fn copy(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        source_path: String,
+        destination_path: String,
+        recursive: bool,
+        #[serde(default)]
+        sandbox: Option<Value>,
+    }
+    let params: Params = decode(params)?;
+    check_sandbox(params.sandbox.as_ref())?;
+    let source = uri::decode(&params.source_path)?;
+    let destination = uri::decode(&params.destination_path)?;
+    fs::copy(&source, &destination, params.recursive).map_err(from_fs)?;
+    Ok(json!({}))
+}
+
+fn open(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        handle_id: String,
+        #[serde(flatten)]
+        target: PathParams,
+        #[serde(default)]
+        mode: Mode,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(rename_all = "camelCase")]
+    enum Mode {
+        #[default]
+        Read,
+        Replace,
+    }
+    let params: Params = decode(params)?;
+    let path = params.target.native()?;
+    let mode = match params.mode {
+        Mode::Read => OpenMode::Read,
+        Mode::Replace => OpenMode::Replace,
+    };
+    fs::open(&params.handle_id, &path, mode).map_err(from_fs)?;
+    Ok(json!({"handleId": params.handle_id}))
+}
+
+fn read_block(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        handle_id: String,
+        offset: u64,
+        len: u64,
+    }
+    let params: Params = decode(params)?;
+    if !(1..=MAX_BLOCK_BYTES).contains(&params.len) {
+        return Err(invalid_request(format!(
+            "file read block length must be between 1 and {MAX_BLOCK_BYTES}"
+        )));
+    }
+    let len = u32::try_from(params.len).unwrap_or(u32::MAX);
+    let data = fs::read_block(&params.handle_id, params.offset, len).map_err(from_fs)?;
+    let eof = (data.len() as u64) < params.len;
+    Ok(json!({"chunk": STANDARD.encode(data), "eof": eof}))
+}
+
+fn write_block(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        handle_id: String,
+        offset: u64,
+        chunk: String,
+    }
+    let params: Params = decode(params)?;
+    let data = STANDARD
+        .decode(&params.chunk)
+        .map_err(|err| invalid_params(format!("chunk is not valid base64: {err}")))?;
+    fs::write_block(&params.handle_id, params.offset, &data).map_err(from_fs)?;
+    Ok(json!({}))
+}
+
+fn close(params: Value) -> Result<Value, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        handle_id: String,
+    }
+    let params: Params = decode(params)?;
+    fs::close(&params.handle_id);
+    Ok(json!({}))
+}
+
+export!(Fs);
