@@ -55,25 +55,97 @@ impl Roots {
 
     /// Finds the root containing `path` and the path relative to it (`.` for the root itself).
     /// Purely lexical: no I/O happens before the path is known to be inside a root.
-    fn resolve(&self, path: &str) -> Result<Resolved<'_>, Error> {
+    /// Symlinks on the way are then resolved under the root (`follow_last`: the final
+    /// component too), so cap-std receives a path without them.
+    fn resolve(&self, path: &str, follow_last: bool) -> Result<Resolved<'_>, Error> {
         let normal = normalize(Path::new(path))
             .ok_or_else(|| invalid(format!("path `{path}` is not absolute")))?;
-        self.0
+        let (root, relative) = self
+            .0
             .iter()
             .filter_map(|root| Some((root, normal.strip_prefix(&root.path).ok()?)))
             // The innermost root wins when roots nest.
             .max_by_key(|(root, _)| root.path.components().count())
-            .map(|(root, relative)| Resolved {
-                root,
-                relative: if relative.as_os_str().is_empty() {
-                    PathBuf::from(".")
-                } else {
-                    relative.to_path_buf()
-                },
-                original: path.to_owned(),
-            })
-            .ok_or_else(|| outside(path))
+            .ok_or_else(|| outside(path))?;
+        Ok(Resolved {
+            root,
+            relative: resolve_links(root, relative, follow_last, path)?,
+            original: path.to_owned(),
+        })
     }
+}
+
+/// Most symlinks followed while resolving one path (Linux's own limit).
+const MAX_LINK_HOPS: usize = 40;
+
+/// Resolves the symlinks of `relative` (already lexically normal) under `root`, one component
+/// at a time: relative targets are spliced in, absolute ones are accepted only when they point
+/// inside the root (cap-std's beneath-resolution refuses every absolute link, even one that
+/// stays inside), and `..` may not climb above the root. What cap-std then receives has no
+/// symlinks left, yet cap-std still confines it: a link swapped in meanwhile fails closed.
+fn resolve_links(
+    root: &OpenRoot,
+    relative: &Path,
+    follow_last: bool,
+    original: &str,
+) -> Result<PathBuf, Error> {
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> =
+        relative.iter().map(std::ffi::OsStr::to_os_string).collect();
+    let mut resolved = PathBuf::new();
+    let mut hops = 0;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            if !resolved.pop() {
+                return Err(outside(original));
+            }
+            continue;
+        }
+        if name == "." || name.is_empty() {
+            continue;
+        }
+        let candidate = resolved.join(&name);
+        let follow = follow_last || !pending.is_empty();
+        let is_link = follow
+            && root
+                .dir
+                .symlink_metadata(&candidate)
+                .is_ok_and(|meta| meta.is_symlink());
+        if !is_link {
+            resolved = candidate;
+            continue;
+        }
+        hops += 1;
+        if hops > MAX_LINK_HOPS {
+            return Err(invalid(format!(
+                "path `{original}` has too many levels of symbolic links"
+            )));
+        }
+        let target = root
+            .dir
+            .read_link_contents(&candidate)
+            .map_err(|err| io_error(original, &err))?;
+        let spliced: Vec<std::ffi::OsString> = if target.is_absolute() {
+            let normal = normalize(&target).ok_or_else(|| outside(original))?;
+            let inside = normal
+                .strip_prefix(&root.path)
+                .map_err(|_| outside(original))?;
+            resolved = PathBuf::new();
+            inside.iter().map(std::ffi::OsStr::to_os_string).collect()
+        } else {
+            target
+                .components()
+                .map(|component| component.as_os_str().to_os_string())
+                .collect()
+        };
+        for part in spliced.into_iter().rev() {
+            pending.push_front(part);
+        }
+    }
+    Ok(if resolved.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        resolved
+    })
 }
 
 /// A request path inside a root.
@@ -221,6 +293,22 @@ mod tests {
                 format!("path `{path}` is outside the allowed roots")
             );
         }
+        // An absolute link that stays inside the root is followed.
+        std::fs::write(root.join("sub/inner.txt"), "in").unwrap();
+        std::os::unix::fs::symlink(root.join("sub/inner.txt"), root.join("abs-inside")).unwrap();
+        std::os::unix::fs::symlink(root.join("sub"), root.join("abs-dir")).unwrap();
+        assert_eq!(
+            roots
+                .read_file(&format!("{root_str}/abs-inside"), true)
+                .unwrap(),
+            b"in"
+        );
+        assert_eq!(
+            roots
+                .read_file(&format!("{root_str}/abs-dir/inner.txt"), true)
+                .unwrap(),
+            b"in"
+        );
         // Writing through a symlinked directory leading out creates nothing.
         let err = roots
             .write_file(&format!("{root_str}/dir-link/created"), b"x", true)

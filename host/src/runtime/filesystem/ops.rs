@@ -55,7 +55,7 @@ impl Roots {
 
     /// `read-file`.
     pub fn read_file(&self, path: &str, follow: bool) -> Result<Vec<u8>, Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, follow)?;
         if !follow {
             Self::refuse_symlink(&resolved)?;
         }
@@ -82,7 +82,7 @@ impl Roots {
 
     /// `write-file`.
     pub fn write_file(&self, path: &str, data: &[u8], follow: bool) -> Result<(), Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, follow)?;
         resolved.writable()?;
         if !follow {
             Self::refuse_symlink(&resolved)?;
@@ -96,7 +96,7 @@ impl Roots {
 
     /// `create-directory`.
     pub fn create_directory(&self, path: &str, recursive: bool) -> Result<(), Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, true)?;
         resolved.writable()?;
         let dir = &resolved.root.dir;
         let created = if recursive {
@@ -109,14 +109,18 @@ impl Roots {
 
     /// `metadata`.
     pub fn metadata(&self, path: &str, follow: bool) -> Result<Metadata, Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, false)?;
         let dir = &resolved.root.dir;
         let link = dir
             .symlink_metadata(&resolved.relative)
             .map_err(|err| resolved.io_error(&err))?;
         let meta = if follow && link.is_symlink() {
-            dir.metadata(&resolved.relative)
-                .map_err(|err| resolved.io_error(&err))?
+            let target = self.resolve(path, true)?;
+            target
+                .root
+                .dir
+                .metadata(&target.relative)
+                .map_err(|err| target.io_error(&err))?
         } else {
             link.clone()
         };
@@ -149,7 +153,7 @@ impl Roots {
 
     /// `canonicalize`: cap-std resolves inside the root, so the result is inside it too.
     pub fn canonicalize(&self, path: &str) -> Result<String, Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, true)?;
         let inside = resolved
             .root
             .dir
@@ -165,7 +169,7 @@ impl Roots {
 
     /// `read-directory`: types follow symlinks; dangling and escaping links are flagged.
     pub fn read_directory(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, true)?;
         let dir = &resolved.root.dir;
         let entries = dir
             .read_dir(&resolved.relative)
@@ -184,9 +188,16 @@ impl Roots {
             };
             let is_symlink = file_type.is_symlink();
             let (is_directory, is_file, target_missing) = if is_symlink {
-                match dir.metadata(resolved.relative.join(&name)) {
-                    Ok(target) => (target.is_dir(), target.is_file(), false),
-                    Err(_) => (false, false, true),
+                // Resolved like any request path, so an absolute link that stays inside the
+                // root is typed rather than flagged.
+                let child = format!("{}/{}", path.trim_end_matches('/'), name.to_string_lossy());
+                let target = self
+                    .resolve(&child, true)
+                    .ok()
+                    .and_then(|target| target.root.dir.metadata(&target.relative).ok());
+                match target {
+                    Some(target) => (target.is_dir(), target.is_file(), false),
+                    None => (false, false, true),
                 }
             } else {
                 (file_type.is_dir(), file_type.is_file(), false)
@@ -212,7 +223,7 @@ impl Roots {
 
     /// `remove`: never follows symlinks; a granted root itself cannot be removed.
     pub fn remove(&self, path: &str, recursive: bool, force: bool) -> Result<(), Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, false)?;
         resolved.writable()?;
         if resolved.is_root() {
             return Err(invalid(format!(
@@ -239,8 +250,8 @@ impl Roots {
 
     /// `copy`: both paths are checked before any I/O; links are copied as links.
     pub fn copy(&self, source: &str, destination: &str, recursive: bool) -> Result<(), Error> {
-        let from = self.resolve(source)?;
-        let to = self.resolve(destination)?;
+        let from = self.resolve(source, false)?;
+        let to = self.resolve(destination, false)?;
         to.writable()?;
         let meta = from
             .root
@@ -294,7 +305,7 @@ impl Roots {
     /// Opens a file for a handle: a regular file to read, or a file created or truncated to
     /// write. Returns the file and whether it was opened for writing.
     pub fn open_file(&self, path: &str, mode: OpenMode) -> Result<(std::fs::File, bool), Error> {
-        let resolved = self.resolve(path)?;
+        let resolved = self.resolve(path, true)?;
         match mode {
             OpenMode::Read => Ok((Self::open_regular(&resolved)?, false)),
             OpenMode::Replace => {

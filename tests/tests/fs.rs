@@ -1,0 +1,625 @@
+//! `fs/*` through the bundled `fs` plugin, against the real binary (PROTOCOL §9; conformance
+//! items 8 and 9). Each test gets a fresh root; escapes must fail with no side effect.
+
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a failed expectation is a failed test"
+)]
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use wexec_tests::{Client, Server, TempDir, rpc_error, spawn_stdio};
+
+/// A temp dir with `root/` granted as the fs root and `outside/` next to it.
+struct Fixture {
+    dir: TempDir,
+    _server: Server,
+    client: Client,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let dir = TempDir::new();
+        std::fs::create_dir(dir.path().join("root")).expect("mkdir root");
+        std::fs::create_dir(dir.path().join("outside")).expect("mkdir outside");
+        std::fs::write(dir.path().join("outside/secret.txt"), "secret").expect("write secret");
+        let root = dir.path().join("root").display().to_string();
+        let (server, mut client) = spawn_stdio(&["--fs-root", &root]);
+        client.handshake().await;
+        Self {
+            dir,
+            _server: server,
+            client,
+        }
+    }
+
+    fn root(&self) -> String {
+        self.dir.path().join("root").display().to_string()
+    }
+
+    fn outside(&self) -> String {
+        self.dir.path().join("outside").display().to_string()
+    }
+
+    fn uri(&self, relative: &str) -> String {
+        format!("file://{}/{}", self.root(), relative.replace(' ', "%20"))
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.client.call(method, params).await
+    }
+
+    async fn err(&mut self, method: &str, params: Value) -> Value {
+        self.client.call_err(method, params).await
+    }
+}
+
+fn b64(text: &str) -> String {
+    STANDARD.encode(text)
+}
+
+#[tokio::test]
+async fn each_method_in_the_root_with_encoded_and_plain_paths() {
+    let mut f = Fixture::new().await;
+    let root = f.root();
+    let spaced = f.uri("a b.txt");
+    assert_eq!(
+        f.call(
+            "fs/writeFile",
+            json!({"path": spaced, "dataBase64": b64("hello")})
+        )
+        .await,
+        json!({})
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("{root}/a b.txt")).expect("written"),
+        "hello"
+    );
+    assert_eq!(
+        f.call("fs/readFile", json!({"path": format!("{root}/a b.txt")}))
+            .await,
+        json!({"dataBase64": b64("hello")}),
+        "a plain absolute path names the same file, unencoded"
+    );
+    let meta = f.call("fs/getMetadata", json!({"path": spaced})).await;
+    assert_eq!(
+        (
+            meta["isFile"].clone(),
+            meta["isDirectory"].clone(),
+            meta["isSymlink"].clone(),
+            meta["size"].clone()
+        ),
+        (json!(true), json!(false), json!(false), json!(5))
+    );
+    assert!(
+        meta["modifiedAtMs"]
+            .as_u64()
+            .is_some_and(|ms| ms > 1_600_000_000_000)
+    );
+
+    f.call("fs/createDirectory", json!({"path": f.uri("d/e/f")}))
+        .await;
+    assert!(
+        std::path::Path::new(&format!("{root}/d/e/f")).is_dir(),
+        "recursive by default"
+    );
+    assert_eq!(
+        f.err(
+            "fs/createDirectory",
+            json!({"path": f.uri("x/y"), "recursive": false})
+        )
+        .await["code"],
+        -32004
+    );
+
+    assert_eq!(
+        f.call(
+            "fs/canonicalize",
+            json!({"path": format!("{root}/d/e/../e")})
+        )
+        .await,
+        json!({"path": f.uri("d/e")})
+    );
+    let mut entries = f.call("fs/readDirectory", json!({"path": root})).await["entries"]
+        .as_array()
+        .expect("entries")
+        .clone();
+    entries.sort_by_key(|entry| entry["fileName"].as_str().unwrap_or_default().to_owned());
+    assert_eq!(
+        entries,
+        vec![
+            json!({"fileName": "a b.txt", "isDirectory": false, "isFile": true}),
+            json!({"fileName": "d", "isDirectory": true, "isFile": false}),
+        ]
+    );
+
+    f.call(
+        "fs/copy",
+        json!({"sourcePath": spaced, "destinationPath": f.uri("copy.txt"), "recursive": false}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(format!("{root}/copy.txt")).expect("copied"),
+        "hello"
+    );
+    assert_eq!(
+        f.err(
+            "fs/copy",
+            json!({"sourcePath": f.uri("d"), "destinationPath": f.uri("d2"), "recursive": false})
+        )
+        .await,
+        rpc_error(
+            -32600,
+            "fs/copy requires recursive: true when sourcePath is a directory"
+        )
+    );
+    assert_eq!(
+        f.err("fs/copy", json!({"sourcePath": f.uri("d"), "destinationPath": f.uri("d/e/inner"), "recursive": true})).await,
+        rpc_error(-32600, "fs/copy cannot copy a directory to itself or one of its descendants")
+    );
+    f.call(
+        "fs/copy",
+        json!({"sourcePath": f.uri("d"), "destinationPath": f.uri("d2"), "recursive": true}),
+    )
+    .await;
+    assert!(std::path::Path::new(&format!("{root}/d2/e/f")).is_dir());
+
+    f.call("fs/remove", json!({"path": f.uri("d2")})).await;
+    assert!(
+        !std::path::Path::new(&format!("{root}/d2")).exists(),
+        "recursive by default"
+    );
+    assert_eq!(
+        f.call("fs/remove", json!({"path": f.uri("never-existed")}))
+            .await,
+        json!({}),
+        "force by default"
+    );
+    assert_eq!(
+        f.err(
+            "fs/remove",
+            json!({"path": f.uri("never-existed"), "force": false})
+        )
+        .await["code"],
+        -32004
+    );
+    assert_eq!(
+        f.err("fs/remove", json!({"path": root})).await,
+        rpc_error(
+            -32600,
+            &format!("path `{root}` is a granted root and cannot be removed")
+        )
+    );
+}
+
+#[tokio::test]
+async fn not_found_invalid_and_symlink_cases_have_their_codes_and_texts() {
+    let mut f = Fixture::new().await;
+    let root = f.root();
+    for (method, params) in [
+        ("fs/readFile", json!({"path": f.uri("missing")})),
+        ("fs/getMetadata", json!({"path": f.uri("missing")})),
+        (
+            "fs/writeFile",
+            json!({"path": f.uri("no/parent"), "dataBase64": ""}),
+        ),
+        ("fs/readDirectory", json!({"path": f.uri("missing")})),
+    ] {
+        assert_eq!(f.err(method, params).await["code"], -32004, "{method}");
+    }
+    assert_eq!(
+        f.err("fs/readFile", json!({"path": root})).await,
+        rpc_error(-32600, &format!("path `{root}` is not a file"))
+    );
+    let fifo = format!("{root}/pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    assert_eq!(
+        f.err("fs/readFile", json!({"path": fifo})).await,
+        rpc_error(-32600, &format!("path `{fifo}` is not a file")),
+        "a FIFO never blocks"
+    );
+    let bad = f
+        .err(
+            "fs/writeFile",
+            json!({"path": f.uri("x"), "dataBase64": "@@@"}),
+        )
+        .await;
+    assert_eq!(bad["code"], -32600);
+    assert!(
+        bad["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("fs/writeFile requires valid base64 dataBase64: ")),
+        "{bad}"
+    );
+    assert_eq!(
+        f.err("fs/readFile", json!({})).await,
+        rpc_error(-32602, "missing field `path`")
+    );
+    assert_eq!(
+        f.err("fs/readFile", json!({"path": "relative/path"})).await,
+        rpc_error(
+            -32602,
+            "expected a file:// URI or an absolute path, got `relative/path`"
+        )
+    );
+
+    std::fs::write(format!("{root}/target.txt"), "t").expect("write");
+    std::os::unix::fs::symlink(format!("{root}/target.txt"), format!("{root}/link"))
+        .expect("symlink");
+    let link = format!("{root}/link");
+    assert_eq!(
+        f.call("fs/readFile", json!({"path": link})).await,
+        json!({"dataBase64": b64("t")}),
+        "followed inside the root"
+    );
+    assert_eq!(
+        f.err(
+            "fs/readFile",
+            json!({"path": link, "followSymlinks": false})
+        )
+        .await,
+        rpc_error(-32600, &format!("path `{link}` is a symlink"))
+    );
+    let meta = f
+        .call(
+            "fs/getMetadata",
+            json!({"path": link, "followSymlinks": false}),
+        )
+        .await;
+    assert_eq!(meta["isSymlink"], true);
+    assert_eq!(
+        f.call("fs/getMetadata", json!({"path": link})).await["isFile"],
+        true
+    );
+
+    let restrictive = json!({"permissions": {"type": "workspace-write"}});
+    assert_eq!(
+        f.err("fs/readFile", json!({"path": link, "sandbox": restrictive}))
+            .await,
+        rpc_error(-32602, "sandbox intent cannot be enforced on this executor")
+    );
+}
+
+#[tokio::test]
+async fn block_reads_and_writes_through_handles() {
+    let mut f = Fixture::new().await;
+    let root = f.root();
+    std::fs::write(format!("{root}/digits"), "0123456789").expect("write");
+    f.call("fs/open", json!({"handleId": "h", "path": f.uri("digits")}))
+        .await;
+    let block = |offset: u64, len: u64| json!({"handleId": "h", "offset": offset, "len": len});
+    for (offset, len, text, eof) in [
+        (6, 3, "678", false),
+        (1, 2, "12", false),
+        (8, 4, "89", true),
+        (0, 2, "01", false),
+        (7, 3, "789", false),
+        (10, 3, "", true),
+    ] {
+        assert_eq!(
+            f.call("fs/readBlock", block(offset, len)).await,
+            json!({"chunk": b64(text), "eof": eof}),
+            "({offset},{len})"
+        );
+    }
+    assert_eq!(
+        f.err("fs/readBlock", block(0, 0)).await,
+        rpc_error(
+            -32600,
+            "file read block length must be between 1 and 1048576"
+        )
+    );
+    assert_eq!(
+        f.err("fs/open", json!({"handleId": "h", "path": f.uri("digits")}))
+            .await,
+        rpc_error(-32600, "file read handle `h` already exists")
+    );
+    assert_eq!(
+        f.err(
+            "fs/writeBlock",
+            json!({"handleId": "h", "offset": 0, "chunk": b64("x")})
+        )
+        .await,
+        rpc_error(-32600, "file handle `h` was not opened for writing")
+    );
+    let long_id = "x".repeat(33);
+    assert_eq!(
+        f.err(
+            "fs/open",
+            json!({"handleId": long_id, "path": f.uri("digits")})
+        )
+        .await,
+        rpc_error(-32600, "file read handle ID must not exceed 32 bytes")
+    );
+    assert_eq!(
+        f.call("fs/close", json!({"handleId": "h"})).await,
+        json!({})
+    );
+    assert_eq!(
+        f.call("fs/close", json!({"handleId": "h"})).await,
+        json!({}),
+        "idempotent"
+    );
+    assert_eq!(
+        f.err("fs/readBlock", block(0, 1)).await,
+        json!({"code": -32004, "message": "unknown file read handle `h`"})
+    );
+
+    f.call(
+        "fs/open",
+        json!({"handleId": "w", "path": f.uri("out.bin"), "mode": "replace"}),
+    )
+    .await;
+    f.call(
+        "fs/writeBlock",
+        json!({"handleId": "w", "offset": 3, "chunk": b64("def")}),
+    )
+    .await;
+    f.call(
+        "fs/writeBlock",
+        json!({"handleId": "w", "offset": 0, "chunk": b64("abc")}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(format!("{root}/out.bin")).expect("written"),
+        "abcdef",
+        "written straight through"
+    );
+    assert_eq!(
+        f.err(
+            "fs/readBlock",
+            json!({"handleId": "w", "offset": 0, "len": 1})
+        )
+        .await,
+        rpc_error(-32600, "file handle `w` was not opened for reading")
+    );
+    f.call("fs/close", json!({"handleId": "w"})).await;
+
+    for i in 0..128 {
+        f.call(
+            "fs/open",
+            json!({"handleId": format!("n{i}"), "path": f.uri("digits")}),
+        )
+        .await;
+    }
+    assert_eq!(
+        f.err(
+            "fs/open",
+            json!({"handleId": "n128", "path": f.uri("digits")})
+        )
+        .await,
+        rpc_error(-32600, "at most 128 file reads may be open per connection")
+    );
+    f.call("fs/close", json!({"handleId": "n0"})).await;
+    f.call(
+        "fs/open",
+        json!({"handleId": "n128", "path": f.uri("digits")}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn walk_is_bounded_and_reports_escaping_links() {
+    let mut f = Fixture::new().await;
+    let root = f.root();
+    for dir in ["a/b/c", ".hidden/x"] {
+        std::fs::create_dir_all(format!("{root}/{dir}")).expect("mkdir");
+    }
+    std::fs::write(format!("{root}/a/file"), "f").expect("write");
+    std::os::unix::fs::symlink(f.outside(), format!("{root}/out-link")).expect("symlink");
+    let options = |depth: u64, dirs: u64, entries: u64| json!({"maxDepth": depth, "maxDirectories": dirs, "maxEntries": entries, "followDirectorySymlinks": true, "pruneHiddenDirectories": true});
+    let walk = f
+        .call(
+            "fs/walk",
+            json!({"path": root, "options": options(10, 100, 100)}),
+        )
+        .await;
+    let mut paths: Vec<String> = walk["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| e["path"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    paths.sort();
+    let expected: Vec<String> = [".hidden", "a", "a/b", "a/b/c", "a/file"]
+        .iter()
+        .map(|p| f.uri(p))
+        .collect();
+    assert_eq!(paths, expected, "hidden directories listed, not entered");
+    assert_eq!(
+        walk["errors"],
+        json!([{"path": f.uri("out-link"), "message": "symlink target is missing or outside the allowed roots"}])
+    );
+    assert_eq!(walk["truncated"], false);
+    let shallow = f
+        .call(
+            "fs/walk",
+            json!({"path": root, "options": options(0, 100, 100)}),
+        )
+        .await;
+    assert_eq!(
+        shallow["entries"].as_array().map(Vec::len),
+        Some(2),
+        "maxDepth 0 lists direct children only"
+    );
+    assert_eq!(
+        shallow["errors"].as_array().map(Vec::len),
+        Some(1),
+        "the escaping link is an error"
+    );
+    let cut = f
+        .call(
+            "fs/walk",
+            json!({"path": root, "options": options(10, 100, 2)}),
+        )
+        .await;
+    let examined = cut["entries"].as_array().map_or(0, Vec::len)
+        + cut["errors"].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        (examined, cut["truncated"].clone()),
+        (2, json!(true)),
+        "maxEntries counts examined entries"
+    );
+    assert_eq!(
+        f.err(
+            "fs/walk",
+            json!({"path": root, "options": options(1, 0, 1)})
+        )
+        .await,
+        rpc_error(-32600, "filesystem walk limits must be greater than zero")
+    );
+    assert_eq!(
+        f.err(
+            "fs/walk",
+            json!({"path": root, "options": options(65, 1, 1)})
+        )
+        .await,
+        rpc_error(
+            -32600,
+            "filesystem walk limits exceed maximums: depth=64, directories=10000, entries=50000"
+        )
+    );
+    assert_eq!(
+        f.err(
+            "fs/walk",
+            json!({"path": f.uri("missing"), "options": options(1, 1, 1)})
+        )
+        .await["code"],
+        -32004
+    );
+    let file_root = f
+        .call(
+            "fs/walk",
+            json!({"path": f.uri("a/file"), "options": options(1, 1, 1)}),
+        )
+        .await;
+    assert_eq!(
+        file_root,
+        json!({"entries": [], "errors": [], "truncated": false})
+    );
+}
+
+#[tokio::test]
+async fn rejects_escape_attempts_with_no_side_effect() {
+    let mut f = Fixture::new().await;
+    let root = f.root();
+    let outside = f.outside();
+    std::os::unix::fs::symlink(format!("{outside}/secret.txt"), format!("{root}/file-link"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(&outside, format!("{root}/dir-link")).expect("symlink");
+    let escapes = [
+        "/etc/passwd".to_owned(),
+        format!("{root}/../outside/secret.txt"),
+        format!("file://{root}/%2E%2E/outside/secret.txt"),
+        format!("{root}/file-link"),
+        format!("{root}/dir-link/secret.txt"),
+        format!("/proc/self/root{outside}/secret.txt"),
+        format!("{outside}/secret.txt"),
+    ];
+    for path in &escapes {
+        let native = path
+            .strip_prefix("file://")
+            .map(|p| p.replace("%2E", "."))
+            .unwrap_or_else(|| path.clone());
+        let outside_text = rpc_error(
+            -32600,
+            &format!("path `{native}` is outside the allowed roots"),
+        );
+        assert_eq!(
+            f.err("fs/readFile", json!({"path": path})).await,
+            outside_text,
+            "read {path}"
+        );
+        assert_eq!(
+            f.err("fs/getMetadata", json!({"path": path})).await,
+            outside_text,
+            "stat {path}"
+        );
+        assert_eq!(
+            f.err("fs/open", json!({"handleId": "e", "path": path}))
+                .await,
+            outside_text,
+            "open {path}"
+        );
+    }
+    for (method, params) in [
+        (
+            "fs/writeFile",
+            json!({"path": format!("{root}/dir-link/planted"), "dataBase64": b64("x")}),
+        ),
+        (
+            "fs/writeFile",
+            json!({"path": format!("{outside}/planted"), "dataBase64": b64("x")}),
+        ),
+        (
+            "fs/createDirectory",
+            json!({"path": format!("{root}/dir-link/planted")}),
+        ),
+        (
+            "fs/createDirectory",
+            json!({"path": format!("{root}/../planted")}),
+        ),
+        (
+            "fs/copy",
+            json!({"sourcePath": format!("{outside}/secret.txt"), "destinationPath": format!("{root}/stolen"), "recursive": false}),
+        ),
+        (
+            "fs/copy",
+            json!({"sourcePath": format!("{root}/file-link"), "destinationPath": format!("{outside}/planted"), "recursive": false}),
+        ),
+        (
+            "fs/open",
+            json!({"handleId": "w", "path": format!("{root}/dir-link/planted"), "mode": "replace"}),
+        ),
+        (
+            "fs/remove",
+            json!({"path": format!("{outside}/secret.txt")}),
+        ),
+        (
+            "fs/remove",
+            json!({"path": format!("{root}/dir-link/secret.txt")}),
+        ),
+        ("fs/readDirectory", json!({"path": "/"})),
+        (
+            "fs/readDirectory",
+            json!({"path": format!("{root}/dir-link")}),
+        ),
+        (
+            "fs/canonicalize",
+            json!({"path": format!("{root}/dir-link")}),
+        ),
+    ] {
+        let error = f.err(method, params.clone()).await;
+        assert_eq!(error["code"], -32600, "{method} {params}: {error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.ends_with("is outside the allowed roots")),
+            "{method} {params}: {error}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(format!("{outside}/secret.txt")).expect("intact"),
+        "secret"
+    );
+    let outside_entries: Vec<_> = std::fs::read_dir(&outside)
+        .expect("list")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        outside_entries,
+        vec![std::ffi::OsString::from("secret.txt")],
+        "nothing planted outside"
+    );
+    assert!(!std::path::Path::new(&format!("{root}/stolen")).exists());
+    assert!(!f.dir.path().join("planted").exists());
+}
