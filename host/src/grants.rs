@@ -96,9 +96,13 @@ impl HostPattern {
         let host_ok = match &self.host {
             HostMatch::Any => true,
             HostMatch::Exact(exact) => *exact == host,
-            HostMatch::Subdomains(suffix) => host
-                .strip_suffix(suffix.as_str())
-                .is_some_and(|prefix| prefix.len() > 1 && prefix.ends_with('.')),
+            // IP literals have no subdomains: `*.0.0.1` must not admit `127.0.0.1`.
+            HostMatch::Subdomains(suffix) => {
+                !is_ip_literal(&host)
+                    && host
+                        .strip_suffix(suffix.as_str())
+                        .is_some_and(|prefix| prefix.len() > 1 && prefix.ends_with('.'))
+            }
         };
         let port_ok = match self.port {
             PortMatch::Any => true,
@@ -128,6 +132,10 @@ fn split_host_port(text: &str) -> Option<(&str, Option<&str>)> {
         Some((host, port)) if !port.contains(':') => Some((host, Some(port))),
         Some(_) => None,
     }
+}
+
+fn is_ip_literal(host: &str) -> bool {
+    host.parse::<std::net::Ipv4Addr>().is_ok() || host.starts_with('[')
 }
 
 fn valid_host(host: &str) -> bool {
@@ -208,6 +216,7 @@ mod tests {
             ("*.example.com", "a.b.example.com", 443, 443, true),
             ("*.example.com", "example.com", 443, 443, false),
             ("*.example.com", "evilexample.com", 443, 443, false),
+            ("*.0.0.1:*", "127.0.0.1", 80, 80, false),
             ("*.example.com:*", "x.example.com", 9, 443, true),
             ("*.example.com:8080", "x.example.com", 443, 443, false),
             ("*", "anything.at.all", 1234, 80, true),

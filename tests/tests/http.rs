@@ -1,0 +1,347 @@
+//! `http/request` through the bundled `http` plugin, against an HTTP server inside the test
+//! (PROTOCOL §10; conformance item 10).
+
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a failed expectation is a failed test"
+)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wexec_tests::{Client, Server, rpc_error, spawn_stdio};
+
+/// The test origin: `/ok`, `/redirect`, `/big?<bytes>`, `/slow`, `/stall`.
+struct Origin {
+    addr: String,
+    hits: Arc<AtomicUsize>,
+}
+
+async fn origin() -> Origin {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).into_owned();
+                let target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                let close = "Connection: close\r\n";
+                match path {
+                    "/ok" => {
+                        let response = format!(
+                            "HTTP/1.1 200 OK\r\nX-Rep: a\r\nContent-Type: text/plain\r\nX-Rep: b\r\nContent-Length: 5\r\n{close}\r\nhello"
+                        );
+                        let _ = stream.write_all(response.as_bytes()).await;
+                    }
+                    "/redirect" => {
+                        let response = format!(
+                            "HTTP/1.1 302 Found\r\nLocation: /ok\r\nContent-Length: 0\r\n{close}\r\n"
+                        );
+                        let _ = stream.write_all(response.as_bytes()).await;
+                    }
+                    "/big" => {
+                        let size: usize = query.parse().unwrap_or(0);
+                        let response =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n{close}\r\n");
+                        let _ = stream.write_all(response.as_bytes()).await;
+                        let block = vec![b'z'; 64 * 1024];
+                        let mut left = size;
+                        while left > 0 {
+                            let take = left.min(block.len());
+                            if stream.write_all(&block[..take]).await.is_err() {
+                                return;
+                            }
+                            left -= take;
+                        }
+                    }
+                    "/slow" => {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        let _ = stream
+                            .write_all(
+                                format!("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n{close}\r\nlate")
+                                    .as_bytes(),
+                            )
+                            .await;
+                    }
+                    _ => {
+                        // `/stall`: a head and half a body, then nothing for a long time.
+                        let _ = stream
+                            .write_all(
+                                format!(
+                                    "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n{close}\r\nhalf."
+                                )
+                                .as_bytes(),
+                            )
+                            .await;
+                        tokio::time::sleep(Duration::from_secs(20)).await;
+                    }
+                }
+            });
+        }
+    });
+    Origin { addr, hits }
+}
+
+async fn granted() -> (Origin, Server, Client) {
+    let origin = origin().await;
+    let (server, mut client) = spawn_stdio(&["--allow-host", "127.0.0.1:*"]);
+    client.handshake().await;
+    (origin, server, client)
+}
+
+fn get(url: String) -> Value {
+    json!({"method": "GET", "url": url})
+}
+
+#[tokio::test]
+async fn buffered_requests_keep_header_order_and_repeats() {
+    let (origin, _server, mut client) = granted().await;
+    let result = client
+        .call("http/request", get(format!("http://{}/ok", origin.addr)))
+        .await;
+    assert_eq!(result["status"], 200);
+    assert_eq!(result["bodyBase64"], STANDARD.encode("hello"));
+    let headers: Vec<(String, String)> = result["headers"]
+        .as_array()
+        .expect("headers")
+        .iter()
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap_or_default().to_owned(),
+                h["value"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let repeated: Vec<&str> = headers
+        .iter()
+        .filter(|(name, _)| name == "x-rep")
+        .map(|(_, value)| value.as_str())
+        .collect();
+    assert_eq!(repeated, ["a", "b"], "{headers:?}");
+
+    let posted = client
+        .call(
+            "http/request",
+            json!({"method": "POST", "url": format!("http://{}/ok", origin.addr), "headers": [{"name": "X-Test", "value": "1"}], "bodyBase64": STANDARD.encode("payload")}),
+        )
+        .await;
+    assert_eq!(posted["status"], 200);
+}
+
+#[tokio::test]
+async fn redirects_stop_or_follow() {
+    let (origin, _server, mut client) = granted().await;
+    let url = format!("http://{}/redirect", origin.addr);
+    let stopped = client
+        .call(
+            "http/request",
+            json!({"method": "GET", "url": url, "redirectPolicy": "stop"}),
+        )
+        .await;
+    assert_eq!(stopped["status"], 302);
+    assert!(
+        stopped["headers"]
+            .as_array()
+            .expect("headers")
+            .iter()
+            .any(|h| h["name"] == "location" && h["value"] == "/ok")
+    );
+    let followed = client.call("http/request", get(url)).await;
+    assert_eq!(
+        (followed["status"].clone(), followed["bodyBase64"].clone()),
+        (json!(200), json!(STANDARD.encode("hello")))
+    );
+}
+
+#[tokio::test]
+async fn streamed_bodies_come_after_the_response_in_order_and_whole() {
+    let (origin, _server, mut client) = granted().await;
+    let size = 3 * 1024 * 1024 + 12_345;
+    let params = json!({"method": "GET", "url": format!("http://{}/big?{size}", origin.addr), "requestId": "big", "streamResponse": true});
+    client
+        .send(&json!({"id": "stream", "method": "http/request", "params": params}))
+        .await;
+    // The response comes first.
+    let first = client.recv().await;
+    assert_eq!(
+        first["id"], "stream",
+        "the response precedes its body deltas: {first}"
+    );
+    assert_eq!(
+        (
+            first["result"]["status"].clone(),
+            first["result"]["bodyBase64"].clone()
+        ),
+        (json!(200), json!(""))
+    );
+    let mut received = 0usize;
+    let mut expected_seq = 1;
+    loop {
+        let delta = client.next_notification().await;
+        assert_eq!(delta["method"], "http/request/bodyDelta");
+        let params = &delta["params"];
+        assert_eq!(params["requestId"], "big");
+        assert_eq!(params["seq"], expected_seq, "contiguous seqs from 1");
+        expected_seq += 1;
+        let bytes = STANDARD
+            .decode(params["deltaBase64"].as_str().expect("delta"))
+            .expect("base64");
+        assert!(
+            bytes.len() <= 1024 * 1024,
+            "at most 1 MiB decoded per delta"
+        );
+        assert!(bytes.iter().all(|&b| b == b'z'));
+        received += bytes.len();
+        if params["done"] == true {
+            assert!(bytes.is_empty(), "the final delta is empty");
+            assert_eq!(params["error"], Value::Null);
+            break;
+        }
+    }
+    assert_eq!(received, size);
+}
+
+#[tokio::test]
+async fn timeouts_failures_and_duplicate_stream_ids() {
+    let (origin, _server, mut client) = granted().await;
+    let slow =
+        json!({"method": "GET", "url": format!("http://{}/slow", origin.addr), "timeoutMs": 300});
+    assert_eq!(
+        client.call_err("http/request", slow).await,
+        rpc_error(-32603, "http/request failed: timed out")
+    );
+
+    let stall = |id: &str| json!({"method": "GET", "url": format!("http://{}/stall", origin.addr), "requestId": id, "streamResponse": true, "timeoutMs": 1500});
+    assert_eq!(client.call("http/request", stall("s")).await["status"], 200);
+    assert_eq!(
+        client.call_err("http/request", stall("s")).await,
+        rpc_error(
+            -32602,
+            "http/request streamResponse requestId `s` is already active"
+        )
+    );
+    // The first stream ends with one terminal delta carrying the failure; then the id is free.
+    let mut terminal = None;
+    while terminal.is_none() {
+        let delta = client.next_notification().await;
+        if delta["params"]["requestId"] == "s" && delta["params"]["done"] == true {
+            terminal = Some(delta);
+        }
+    }
+    let terminal = terminal.expect("terminal delta");
+    assert!(
+        terminal["params"]["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{terminal}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        client.call("http/request", stall("s")).await["status"],
+        200,
+        "the id is free again"
+    );
+}
+
+#[tokio::test]
+async fn invalid_requests_are_refused_before_anything_is_sent() {
+    let (origin, _server, mut client) = granted().await;
+    let url = format!("http://{}/ok", origin.addr);
+    assert_eq!(
+        client
+            .call_err(
+                "http/request",
+                json!({"method": "GET", "url": "ftp://127.0.0.1/x"})
+            )
+            .await,
+        rpc_error(
+            -32602,
+            "http/request only supports http and https URLs, got ftp"
+        )
+    );
+    assert_eq!(
+        client
+            .call_err("http/request", json!({"method": "BAD METHOD", "url": url}))
+            .await["code"],
+        -32602
+    );
+    assert_eq!(
+        client
+            .call_err("http/request", json!({"method": "GET", "url": "not a url"}))
+            .await["code"],
+        -32602
+    );
+    assert_eq!(
+        client
+            .call_err("http/request", json!({"method": "GET", "url": url, "headers": [{"name": "Authorization", "value": "", "valueEnvVar": "TOKEN"}]}))
+            .await,
+        rpc_error(-32602, "http/request header Authorization uses valueEnvVar, which this executor does not support")
+    );
+    assert_eq!(
+        client
+            .call_err(
+                "http/request",
+                json!({"method": "GET", "url": url, "streamResponse": true})
+            )
+            .await,
+        rpc_error(-32602, "http/request streamResponse requires requestId")
+    );
+    assert_eq!(origin.hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn targets_outside_the_grants_are_denied_and_the_origin_untouched() {
+    let origin = origin().await;
+    let port = origin
+        .addr
+        .rsplit_once(':')
+        .map(|(_, port)| port.to_owned())
+        .expect("port");
+    for grant in [
+        None,
+        Some("127.0.0.1:1"),
+        Some("127.0.0.1"),
+        Some("*.0.0.1:*"),
+    ] {
+        let (_server, mut client) = match grant {
+            Some(grant) => spawn_stdio(&["--allow-host", grant]),
+            None => spawn_stdio(&[]),
+        };
+        client.handshake().await;
+        assert_eq!(
+            client
+                .call_err("http/request", get(format!("http://127.0.0.1:{port}/ok")))
+                .await,
+            rpc_error(
+                -32600,
+                &format!("http/request to 127.0.0.1:{port} is not allowed")
+            ),
+            "grant {grant:?}"
+        );
+    }
+    assert_eq!(
+        origin.hits.load(Ordering::SeqCst),
+        0,
+        "nothing touched the network"
+    );
+}
