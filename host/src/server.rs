@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::net::unix::pipe;
 
 use self::session::SessionRegistry;
 use crate::cli::Settings;
@@ -83,24 +82,9 @@ pub async fn serve_stdio(
 ) -> Result<(), std::io::Error> {
     // Duplicates of fds 0 and 1, bypassing std's Stdin buffer and Stdout's LineWriter (which
     // scans every byte for newlines): the transport buffers and frames itself.
-    let stdin = std::io::stdin().as_fd().try_clone_to_owned()?;
-    let stdout = std::io::stdout().as_fd().try_clone_to_owned()?;
-    // `from_owned_fd` accepts only FIFOs and makes them non-blocking. That flag belongs to the
-    // pipe's open file description: if stderr shares it (`2>&1`), a full pipe can drop log lines,
-    // never protocol output.
-    let (connection, writer) = match (
-        pipe::Receiver::from_owned_fd(stdin.try_clone()?),
-        pipe::Sender::from_owned_fd(stdout.try_clone()?),
-    ) {
-        (Ok(reader), Ok(writer)) => {
-            tracing::debug!("stdio: non-blocking pipes");
-            stdio::connect_async(reader, writer)
-        }
-        _ => {
-            tracing::debug!("stdio: blocking threads (stdin or stdout is not a pipe)");
-            stdio::connect(std::fs::File::from(stdin), std::fs::File::from(stdout))
-        }
-    };
+    let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let (connection, writer) = stdio::connect(stdin, stdout);
     tokio::select! {
         () = processor::serve(connection, Arc::clone(&server)) => {
             tracing::info!("end of input");

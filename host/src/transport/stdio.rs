@@ -2,15 +2,12 @@
 //! lines are skipped; a line over 64 MiB ends the connection without a reply. Output is one
 //! compact JSON message per line, flushed whenever the queue runs dry.
 //!
-//! When stdin and stdout are pipes (how agents run wexec) they are driven directly by the async
-//! runtime with non-blocking I/O, so a round trip never crosses to another thread. Anything
-//! else (a terminal, a file) runs on two dedicated blocking threads with std I/O, rather than
-//! tokio's `Stdin`/`Stdout`, which hop to the blocking pool and copy through an extra buffer on
-//! every call.
+//! Both directions run on dedicated blocking threads with std I/O: tokio's `Stdin`/`Stdout`
+//! hop to the blocking pool and copy through an extra buffer on every call, which costs both
+//! latency and throughput on the hottest path wexec has.
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -45,44 +42,13 @@ where
     (connection, writer)
 }
 
-/// What one raw line (terminator included, if any) is to the connection.
-enum Line {
-    /// A message to process.
-    Message(Vec<u8>),
-    /// Empty or blank: skipped.
-    Blank,
-    /// Over the limit: the connection ends without a reply.
-    TooLong,
-}
-
-/// The longest acceptable raw line: the message, `\r` and `\n`.
-const READ_LIMIT: u64 = (MAX_MESSAGE_BYTES + 2) as u64;
-
-/// Frames one raw line read with at most [`READ_LIMIT`] bytes.
-fn frame(mut line: Vec<u8>) -> Line {
-    if line.last() == Some(&b'\n') {
-        line.pop();
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-    }
-    if line.len() > MAX_MESSAGE_BYTES {
-        tracing::warn!(
-            "stdin line exceeds {MAX_MESSAGE_BYTES} bytes; closing the connection without reply"
-        );
-        return Line::TooLong;
-    }
-    if line.iter().all(u8::is_ascii_whitespace) {
-        return Line::Blank;
-    }
-    Line::Message(line)
-}
-
 fn read_lines<R: Read>(reader: R, inbound: &mpsc::Sender<Vec<u8>>) {
     let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, reader);
+    // The longest acceptable raw line: the message, `\r` and `\n`.
+    let read_limit = (MAX_MESSAGE_BYTES + 2) as u64;
     loop {
         let mut line = Vec::new();
-        match (&mut reader).take(READ_LIMIT).read_until(b'\n', &mut line) {
+        match (&mut reader).take(read_limit).read_until(b'\n', &mut line) {
             Ok(0) => return,
             Ok(_) => {}
             Err(err) => {
@@ -90,91 +56,26 @@ fn read_lines<R: Read>(reader: R, inbound: &mpsc::Sender<Vec<u8>>) {
                 return;
             }
         }
-        match frame(line) {
-            Line::Message(message) => {
-                if inbound.blocking_send(message).is_err() {
-                    return;
-                }
-            }
-            Line::Blank => {}
-            Line::TooLong => return,
-        }
-    }
-}
-
-async fn read_lines_async<R: AsyncRead + Unpin>(reader: R, inbound: mpsc::Sender<Vec<u8>>) {
-    let mut reader = tokio::io::BufReader::with_capacity(IO_BUFFER_BYTES, reader);
-    loop {
-        let mut line = Vec::new();
-        match (&mut reader)
-            .take(READ_LIMIT)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!("stdin read failed, closing the connection: {err}");
-                return;
+        let terminated = line.last() == Some(&b'\n');
+        if terminated {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
             }
         }
-        match frame(line) {
-            Line::Message(message) => {
-                if inbound.send(message).await.is_err() {
-                    return;
-                }
-            }
-            Line::Blank => {}
-            Line::TooLong => return,
+        if line.len() > MAX_MESSAGE_BYTES {
+            tracing::warn!(
+                "stdin line exceeds {MAX_MESSAGE_BYTES} bytes; closing the connection without reply"
+            );
+            return;
         }
-    }
-}
-
-async fn write_lines_async<W: AsyncWrite + Unpin>(
-    writer: W,
-    mut queue: mpsc::Receiver<OutboundMessage>,
-) {
-    let mut writer = tokio::io::BufWriter::with_capacity(IO_BUFFER_BYTES, writer);
-    while let Some(message) = queue.recv().await {
-        let written = async {
-            writer.write_all(message.text.as_bytes()).await?;
-            writer.write_all(b"\n").await?;
-            // Batch whatever is already queued into one flush; never hold a message back.
-            if queue.is_empty() {
-                writer.flush().await?;
-            }
-            std::io::Result::Ok(())
-        };
-        if let Err(err) = written.await {
-            tracing::warn!("stdout write failed; further output is discarded: {err}");
-            // Keep draining so senders never block on a dead stdout.
-            while queue.recv().await.is_some() {}
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if inbound.blocking_send(line).is_err() {
             return;
         }
     }
-    if let Err(err) = writer.flush().await {
-        tracing::warn!("stdout flush failed: {err}");
-    }
-}
-
-/// Serves a connection over non-blocking pipes driven by the runtime. The returned task ends
-/// once every [`Outbound`] is dropped and the output is flushed.
-pub fn connect_async<R, W>(reader: R, writer: W) -> (Connection, JoinHandle<()>)
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
-    let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE_MESSAGES);
-    let (outbound, outbound_rx) = Outbound::channel();
-    tokio::spawn(read_lines_async(reader, inbound_tx));
-    let writer = tokio::spawn(write_lines_async(writer, outbound_rx));
-    let connection = Connection {
-        peer: PEER.to_owned(),
-        inbound,
-        outbound,
-        detachable: false,
-    };
-    (connection, writer)
 }
 
 fn write_lines<W: Write>(writer: W, mut queue: mpsc::Receiver<OutboundMessage>) {
@@ -256,24 +157,6 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
-    }
-
-    #[tokio::test]
-    async fn the_async_path_frames_and_writes_the_same_way() {
-        let (mut client, server_in) = tokio::io::duplex(1024);
-        let (server_out, mut output) = tokio::io::duplex(1024);
-        let (mut connection, writer) = connect_async(server_in, server_out);
-        client.write_all(b"a\r\n\n \nb").await.unwrap();
-        drop(client);
-        assert_eq!(connection.inbound.recv().await.unwrap(), b"a");
-        assert_eq!(connection.inbound.recv().await.unwrap(), b"b");
-        assert!(connection.inbound.recv().await.is_none());
-        connection.outbound.send("{}".into()).await.unwrap();
-        drop(connection);
-        writer.await.unwrap();
-        let mut text = String::new();
-        output.read_to_string(&mut text).await.unwrap();
-        assert_eq!(text, "{}\n");
     }
 
     #[tokio::test]
