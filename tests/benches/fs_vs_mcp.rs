@@ -56,7 +56,10 @@ impl Peer {
         let mut line = String::new();
         loop {
             line.clear();
-            assert!(self.stdout.read_line(&mut line).expect("read") > 0, "peer closed its output");
+            assert!(
+                self.stdout.read_line(&mut line).expect("read") > 0,
+                "peer closed its output"
+            );
             let message: Value = serde_json::from_str(&line).expect("JSON line");
             if message["id"] == id {
                 assert!(message.get("error").is_none(), "{message}");
@@ -91,7 +94,12 @@ impl Peer {
     fn pipelined(&mut self, method: &str, params: &Value) -> f64 {
         let first = self.next_id;
         let lines: String = (0..PIPELINED as i64)
-            .map(|i| format!("{}\n", json!({"jsonrpc": "2.0", "id": first + i, "method": method, "params": params})))
+            .map(|i| {
+                format!(
+                    "{}\n",
+                    json!({"jsonrpc": "2.0", "id": first + i, "method": method, "params": params})
+                )
+            })
             .collect();
         self.next_id += PIPELINED as i64;
         let began = Instant::now();
@@ -123,7 +131,9 @@ trait TryCloneForBench {
 impl TryCloneForBench for ChildStdin {
     /// Hands the pipe to the writer thread (the placeholder is replaced when it returns).
     fn try_clone_for_bench(&mut self) -> ChildStdin {
-        let fd = std::os::fd::AsFd::as_fd(self).try_clone_to_owned().expect("dup stdin");
+        let fd = std::os::fd::AsFd::as_fd(self)
+            .try_clone_to_owned()
+            .expect("dup stdin");
         ChildStdin::from(fd)
     }
 }
@@ -152,7 +162,12 @@ fn main() {
     wexec.call("initialize", &json!({"clientName": "bench"}));
     wexec.send(&json!({"method": "initialized", "params": {}}));
     let read = json!({"path": path});
-    assert_eq!(wexec.call("fs/readFile", &read)["result"]["dataBase64"].as_str().map(str::len), Some(5464));
+    assert_eq!(
+        wexec.call("fs/readFile", &read)["result"]["dataBase64"]
+            .as_str()
+            .map(str::len),
+        Some(5464)
+    );
     let wexec_median = wexec.sequential("fs/readFile", &read);
     let wexec_rate = wexec.pipelined("fs/readFile", &read);
     println!(
@@ -162,7 +177,9 @@ fn main() {
     );
 
     let Some(server) = std::env::var_os("MCP_FS_SERVER") else {
-        println!("MCP_FS_SERVER is not set: install @modelcontextprotocol/server-filesystem with npm and point it at dist/index.js to compare");
+        println!(
+            "MCP_FS_SERVER is not set: install @modelcontextprotocol/server-filesystem with npm and point it at dist/index.js to compare"
+        );
         return;
     };
     let mut command = Command::new("node");
@@ -175,7 +192,10 @@ fn main() {
     mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     let tool = json!({"name": "read_text_file", "arguments": {"path": path}});
     let text = mcp.call("tools/call", &tool);
-    assert!(text.to_string().contains(&"x".repeat(100)), "read_text_file works: {text}");
+    assert!(
+        text.to_string().contains(&"x".repeat(100)),
+        "read_text_file works: {text}"
+    );
     let mcp_median = mcp.sequential("tools/call", &tool);
     let mcp_ping = mcp.sequential("ping", &json!({}));
     let mcp_rate = mcp.pipelined("tools/call", &tool);

@@ -558,3 +558,42 @@ pub fn resident_bytes(pid: u32) -> u64 {
         .map(|kib| kib * 1024)
         .expect("VmRSS line")
 }
+
+/// An HTTP/1.1 server on 127.0.0.1 for tests: reads each request head and hands its request
+/// line and the socket to `handle`. Returns the `host:port` and a count of connections.
+pub async fn http_server<F, Fut>(handle: F) -> (String, Arc<std::sync::atomic::AtomicUsize>)
+where
+    F: Fn(String, TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&hits);
+    let handle = Arc::new(handle);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let handle = Arc::clone(&handle);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                handle(line, stream).await;
+            });
+        }
+    });
+    (addr, hits)
+}

@@ -1,10 +1,6 @@
 //! `http/request` through the bundled `http` plugin, against an HTTP server inside the test
 //! (PROTOCOL §10; conformance item 10).
 
-#![expect(
-    clippy::expect_used,
-    reason = "test helpers: a failed expectation is a failed test"
-)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,8 +10,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wexec_tests::{Client, Server, rpc_error, spawn_stdio};
+use tokio::io::AsyncWriteExt;
+use wexec_tests::{Client, Server, http_server, rpc_error, spawn_stdio};
 
 /// The test origin: `/ok`, `/redirect`, `/big?<bytes>`, `/slow`, `/stall`.
 struct Origin {
@@ -24,81 +20,45 @@ struct Origin {
 }
 
 async fn origin() -> Origin {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&hits);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+    let (addr, hits) = http_server(|line, mut stream| async move {
+        let target = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+        let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+        let close = "Connection: close\r\n";
+        match path {
+            "/ok" => {
+                let response = format!("HTTP/1.1 200 OK\r\nX-Rep: a\r\nContent-Type: text/plain\r\nX-Rep: b\r\nContent-Length: 5\r\n{close}\r\nhello");
+                let _ = stream.write_all(response.as_bytes()).await;
+            }
+            "/redirect" => {
+                let response = format!("HTTP/1.1 302 Found\r\nLocation: /ok\r\nContent-Length: 0\r\n{close}\r\n");
+                let _ = stream.write_all(response.as_bytes()).await;
+            }
+            "/big" => {
+                let size: usize = query.parse().unwrap_or(0);
+                let response = format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n{close}\r\n");
+                let _ = stream.write_all(response.as_bytes()).await;
+                let block = vec![b'z'; 64 * 1024];
+                let mut left = size;
+                while left > 0 {
+                    let take = left.min(block.len());
+                    if stream.write_all(&block[..take]).await.is_err() {
                         return;
                     }
-                    head.push(byte[0]);
+                    left -= take;
                 }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let target = head.split_whitespace().nth(1).unwrap_or("/").to_owned();
-                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-                let close = "Connection: close\r\n";
-                match path {
-                    "/ok" => {
-                        let response = format!(
-                            "HTTP/1.1 200 OK\r\nX-Rep: a\r\nContent-Type: text/plain\r\nX-Rep: b\r\nContent-Length: 5\r\n{close}\r\nhello"
-                        );
-                        let _ = stream.write_all(response.as_bytes()).await;
-                    }
-                    "/redirect" => {
-                        let response = format!(
-                            "HTTP/1.1 302 Found\r\nLocation: /ok\r\nContent-Length: 0\r\n{close}\r\n"
-                        );
-                        let _ = stream.write_all(response.as_bytes()).await;
-                    }
-                    "/big" => {
-                        let size: usize = query.parse().unwrap_or(0);
-                        let response =
-                            format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n{close}\r\n");
-                        let _ = stream.write_all(response.as_bytes()).await;
-                        let block = vec![b'z'; 64 * 1024];
-                        let mut left = size;
-                        while left > 0 {
-                            let take = left.min(block.len());
-                            if stream.write_all(&block[..take]).await.is_err() {
-                                return;
-                            }
-                            left -= take;
-                        }
-                    }
-                    "/slow" => {
-                        tokio::time::sleep(Duration::from_secs(3)).await;
-                        let _ = stream
-                            .write_all(
-                                format!("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n{close}\r\nlate")
-                                    .as_bytes(),
-                            )
-                            .await;
-                    }
-                    _ => {
-                        // `/stall`: a head and half a body, then nothing for a long time.
-                        let _ = stream
-                            .write_all(
-                                format!(
-                                    "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n{close}\r\nhalf."
-                                )
-                                .as_bytes(),
-                            )
-                            .await;
-                        tokio::time::sleep(Duration::from_secs(20)).await;
-                    }
-                }
-            });
+            }
+            "/slow" => {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                let _ = stream.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n{close}\r\nlate").as_bytes()).await;
+            }
+            _ => {
+                // `/stall`: a head and half a body, then nothing for a long time.
+                let _ = stream.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n{close}\r\nhalf.").as_bytes()).await;
+                tokio::time::sleep(Duration::from_secs(20)).await;
+            }
         }
-    });
+    })
+    .await;
     Origin { addr, hits }
 }
 

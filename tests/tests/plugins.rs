@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use wexec_tests::{
     Client, PROBE_WASM, TempDir, command, resident_bytes, rpc_error, spawn_stdio, spawn_stdio_with,
     spawn_websocket,
@@ -213,25 +213,10 @@ async fn http_origin() -> (String, Arc<AtomicUsize>) {
 /// An HTTP server on 127.0.0.1 answering each request (given its first line) with `respond`'s
 /// raw response, counting connections.
 async fn http_server(respond: fn(&str) -> String) -> (String, Arc<AtomicUsize>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let hits = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&hits);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut buffer = [0u8; 4096];
-                let read = stream.read(&mut buffer).await.unwrap_or(0);
-                let request = String::from_utf8_lossy(&buffer[..read]);
-                let first_line = request.lines().next().unwrap_or_default().to_owned();
-                let _ = stream.write_all(respond(&first_line).as_bytes()).await;
-            });
-        }
-    });
-    (addr, hits)
+    wexec_tests::http_server(move |line, mut stream| async move {
+        let _ = stream.write_all(respond(&line).as_bytes()).await;
+    })
+    .await
 }
 
 #[tokio::test]
