@@ -1,7 +1,6 @@
 //! `http/request` through the bundled `http` plugin, against an HTTP server inside the test
 //! (PROTOCOL §10; conformance item 10).
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
