@@ -26,8 +26,9 @@ impl Roots {
         }
     }
 
-    /// Opens a regular file for reading without ever blocking on a FIFO.
-    fn open_regular(resolved: &Resolved<'_>) -> Result<std::fs::File, Error> {
+    /// Opens a regular file for reading without ever blocking on a FIFO; returns it with its
+    /// size.
+    fn open_regular(resolved: &Resolved<'_>) -> Result<(std::fs::File, u64), Error> {
         let not_a_file = || invalid(format!("path `{}` is not a file", resolved.original));
         let meta = resolved
             .root
@@ -48,7 +49,7 @@ impl Roots {
             .map_err(|err| resolved.io_error(&err))?;
         // The path may have been swapped for something else between the two calls.
         match file.metadata() {
-            Ok(meta) if meta.is_file() => Ok(file.into_std()),
+            Ok(meta) if meta.is_file() => Ok((file.into_std(), meta.len())),
             _ => Err(not_a_file()),
         }
     }
@@ -63,14 +64,12 @@ impl Roots {
             kind: ErrorKind::TooLarge,
             message: format!("file is too large to read: limit is {MAX_READ_FILE_BYTES} bytes"),
         };
-        let file = Self::open_regular(&resolved)?;
-        if file
-            .metadata()
-            .is_ok_and(|meta| meta.len() > MAX_READ_FILE_BYTES)
-        {
+        let (file, size) = Self::open_regular(&resolved)?;
+        if size > MAX_READ_FILE_BYTES {
             return Err(too_large());
         }
-        let mut data = Vec::new();
+        // Sized from the fstat already made; one byte more to notice a file that grew past it.
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0) + 1);
         file.take(MAX_READ_FILE_BYTES + 1)
             .read_to_end(&mut data)
             .map_err(|err| resolved.io_error(&err))?;
@@ -307,7 +306,7 @@ impl Roots {
     pub fn open_file(&self, path: &str, mode: OpenMode) -> Result<(std::fs::File, bool), Error> {
         let resolved = self.resolve(path, true)?;
         match mode {
-            OpenMode::Read => Ok((Self::open_regular(&resolved)?, false)),
+            OpenMode::Read => Ok((Self::open_regular(&resolved)?.0, false)),
             OpenMode::Replace => {
                 resolved.writable()?;
                 let mut options = OpenOptions::new();
