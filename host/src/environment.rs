@@ -1,13 +1,13 @@
 //! The facts about this host that clients see in `environmentInfo` (PROTOCOL §7.4): gathered
-//! once, in one place. The `env` plugin will reach them through the environment capability.
+//! once, in one place. The `env` plugin reaches them through the environment capability and
+//! builds the object clients see (capabilities and plugin list included).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
 use crate::path_uri;
-use crate::protocol::{
-    EnvironmentCapabilities, EnvironmentInfo, PluginSummary, ShellInfo, WexecInfo,
-};
 
 /// wexec's version, as reported in `executorVersion` and `wexec.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -75,15 +75,16 @@ impl EnvironmentFacts {
             .unwrap_or_else(|| PathBuf::from(FALLBACK_TEMP_DIR))
     }
 
-    /// The `environmentInfo` object, listing `plugins` as loaded.
-    pub fn info(&self, plugins: Vec<PluginSummary>) -> EnvironmentInfo {
+    /// The facts as reported: paths as `file://` URIs (the shell's path native), unknowns
+    /// absent.
+    pub fn reported(&self) -> ReportedFacts {
         let shell_name = self
             .shell
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
             .unwrap_or_default();
-        EnvironmentInfo {
-            shell: ShellInfo {
+        ReportedFacts {
+            shell: ReportedShell {
                 name: shell_name,
                 path: self.shell.to_string_lossy().into_owned(),
             },
@@ -96,13 +97,39 @@ impl EnvironmentFacts {
                 .as_deref()
                 .map(|dir| vec![path_uri::to_uri(dir)]),
             temp_dir: path_uri::to_uri(&self.temp_dir()),
-            capabilities: EnvironmentCapabilities::WEXEC,
-            wexec: WexecInfo {
-                version: VERSION.to_owned(),
-                plugins,
-            },
         }
     }
+}
+
+/// The host facts as `environmentInfo` reports them (PROTOCOL §7.4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportedFacts {
+    /// The user's shell.
+    pub shell: ReportedShell,
+    /// wexec's version.
+    pub executor_version: String,
+    /// PathUri of wexec's working directory; `None` if unknown.
+    pub cwd: Option<String>,
+    /// PathUri of `HOME`, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_home_dir: Option<String>,
+    /// `linux` or `macos`.
+    pub platform_os: String,
+    /// `[TMPDIR]` as PathUris, if `TMPDIR` is set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temporary_directories: Option<Vec<String>>,
+    /// PathUri of `TMPDIR`, else of `/tmp`.
+    pub temp_dir: String,
+}
+
+/// The `shell` member of [`ReportedFacts`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportedShell {
+    /// File name of the shell, e.g. `bash`.
+    pub name: String,
+    /// Native absolute path of the shell.
+    pub path: String,
 }
 
 fn is_absolute_executable(path: &Path) -> bool {
@@ -150,7 +177,7 @@ mod tests {
             ],
             Some("/work"),
         )
-        .info(Vec::new());
+        .reported();
         let json = serde_json::to_value(&info).unwrap();
         assert_eq!(
             json["shell"],
@@ -163,10 +190,8 @@ mod tests {
             serde_json::json!(["file:///work/tmp"])
         );
         assert_eq!(json["tempDir"], "file:///work/tmp");
-        assert_eq!(json["capabilities"]["fileWriteStreaming"], true);
-        assert_eq!(json["capabilities"]["windowsMxc"], false);
 
-        let bare = serde_json::to_value(facts(&[], None).info(Vec::new())).unwrap();
+        let bare = serde_json::to_value(facts(&[], None).reported()).unwrap();
         assert_eq!(bare["cwd"], serde_json::Value::Null);
         assert!(bare.get("userHomeDir").is_none());
         assert!(bare.get("temporaryDirectories").is_none());

@@ -33,8 +33,8 @@ mod transport;
 use std::future::Future;
 
 pub use cli::{Listen, Options, Settings, StartupError};
-pub use environment::{EnvironmentFacts, VERSION};
-pub use protocol::{EnvironmentInfo, InitializeParams, InitializeResponse};
+pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};
+pub use protocol::{InitializeParams, InitializeResponse};
 pub use rpc::parse::{MAX_JSON_VALUES, Malformed, parse_message};
 pub use rpc::{MAX_MESSAGE_BYTES, RequestId, RpcError};
 pub use server::ListenError;

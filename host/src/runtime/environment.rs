@@ -8,7 +8,7 @@ use super::state::HostState;
 
 impl Host for HostState {
     async fn host_info(&mut self) -> HostFacts {
-        let info = self.shared.facts.info(Vec::new());
+        let info = self.shared.facts.reported();
         HostFacts {
             shell_name: info.shell.name,
             shell_path: info.shell.path,
