@@ -18,12 +18,13 @@
 //! ```
 
 mod cli;
+pub mod client;
 mod config;
 mod environment;
 mod grants;
 mod path_uri;
 mod process;
-mod protocol;
+pub mod protocol;
 mod rpc;
 mod runtime;
 mod sandbox;
@@ -34,7 +35,6 @@ use std::future::Future;
 
 pub use cli::{Listen, Options, Settings, StartupError};
 pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};
-pub use protocol::{InitializeParams, InitializeResponse};
 pub use rpc::parse::{MAX_JSON_VALUES, Malformed, parse_message};
 pub use rpc::{MAX_MESSAGE_BYTES, RequestId, RpcError};
 pub use server::ListenError;

@@ -53,256 +53,58 @@ pub struct EnvironmentStatus {
     pub status: String,
 }
 
-/// `http/request` request (served by the `http` plugin).
-pub const HTTP_REQUEST: &str = "http/request";
+mod fs;
+mod http;
+mod plugin;
+mod process;
 
-/// `plugin/list` request.
-pub const PLUGIN_LIST: &str = "plugin/list";
+pub use fs::*;
+pub use http::*;
+pub use plugin::*;
+pub use process::*;
 
-/// `process/start` request.
-pub const PROCESS_START: &str = "process/start";
-/// `process/read` request.
-pub const PROCESS_READ: &str = "process/read";
-/// `process/write` request.
-pub const PROCESS_WRITE: &str = "process/write";
-/// `process/signal` request.
-pub const PROCESS_SIGNAL: &str = "process/signal";
-/// `process/terminate` request.
-pub const PROCESS_TERMINATE: &str = "process/terminate";
-/// `process/output` notification.
-pub const PROCESS_OUTPUT: &str = "process/output";
-/// `process/exited` notification.
-pub const PROCESS_EXITED: &str = "process/exited";
-/// `process/closed` notification.
-pub const PROCESS_CLOSED: &str = "process/closed";
-
-/// Params of `process/start` (PROTOCOL §8.1).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// Result of `environment/info`, also embedded in `initialize` (PROTOCOL §7.4). Produced by the
+/// `env` plugin; clients decode it with this type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ProcessStartParams {
-    /// Client-chosen id, unique in the session among live and retained processes.
-    pub process_id: String,
-    /// Program and arguments; `argv[0]` without `/` is looked up in the child's `PATH`.
-    pub argv: Vec<String>,
-    /// Working directory: a PathUri or an absolute path.
-    pub cwd: String,
-    /// The child's environment (exactly this without `envPolicy`; overlaid last with it).
-    pub env: BTreeMap<String, String>,
-    /// Run on a pseudo-terminal (24×80).
-    pub tty: bool,
-    /// Replaces the `argv[0]` the child sees; `null`/absent keeps `argv[0]`.
-    #[serde(default)]
-    pub arg0: Option<String>,
-    /// Non-tty: stdin is a pipe for `process/write` (else `/dev/null`).
-    #[serde(default)]
-    pub pipe_stdin: bool,
-    /// How to build the environment from wexec's own (§8.7).
-    #[serde(default)]
-    pub env_policy: Option<EnvPolicy>,
-    /// A Codex sandbox context (§7.3).
-    #[serde(default)]
-    pub sandbox: Option<serde_json::Value>,
-    /// `true` is refused: wexec cannot enforce a managed network.
-    #[serde(default)]
-    pub enforce_managed_network: bool,
-    /// Non-null is refused.
-    #[serde(default)]
-    pub network_proxy: Option<serde_json::Value>,
-    /// Non-null is refused.
-    #[serde(default)]
-    pub shell_snapshot: Option<serde_json::Value>,
+pub struct EnvironmentInfo {
+    /// The default shell.
+    pub shell: ShellInfo,
+    /// The server's version.
+    pub executor_version: String,
+    /// PathUri of the server's working directory, if known.
+    pub cwd: Option<String>,
+    /// The user's home directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_home_dir: Option<String>,
+    /// `linux` or `macos`.
+    pub platform_os: String,
+    /// `[TMPDIR]` when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temporary_directories: Option<Vec<String>>,
+    /// `TMPDIR`, else `/tmp`.
+    pub temp_dir: String,
+    /// Capability flags by name.
+    pub capabilities: BTreeMap<String, bool>,
+    /// wexec's own member: version and loaded plugins (absent from other servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wexec: Option<WexecInfo>,
 }
 
-/// `envPolicy` of `process/start` (PROTOCOL §8.7).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvPolicy {
-    /// Which of wexec's variables to start from.
-    pub inherit: EnvInherit,
-    /// Keep names matching `*KEY*`, `*SECRET*`, `*TOKEN*`.
-    #[serde(default)]
-    pub ignore_default_excludes: bool,
-    /// Globs of names to drop.
-    #[serde(default)]
-    pub exclude: Vec<String>,
-    /// Variables to insert.
-    #[serde(default)]
-    pub set: BTreeMap<String, String>,
-    /// If non-empty, globs of the only names to keep.
-    #[serde(default)]
-    pub include_only: Vec<String>,
+/// `environmentInfo.shell`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShellInfo {
+    /// File name of the shell.
+    pub name: String,
+    /// Native path of the shell.
+    pub path: String,
 }
 
-/// `envPolicy.inherit`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum EnvInherit {
-    /// Every variable.
-    All,
-    /// `HOME`, `LOGNAME`, `PATH`, `SHELL`, `USER`, `USERNAME`, `TMPDIR`, `TEMP`, `TMP`.
-    Core,
-    /// Nothing.
-    None,
-}
-
-/// Result of `process/start`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessStartResponse {
-    /// The id from the request.
-    pub process_id: String,
-    /// Always `none`: wexec does not sandbox processes.
-    pub sandbox_type: &'static str,
-}
-
-/// Params of `process/read` (PROTOCOL §8.2).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessReadParams {
-    /// The process.
-    pub process_id: String,
-    /// Return chunks with a greater seq; absent = 0.
-    #[serde(default)]
-    pub after_seq: Option<u64>,
-    /// Budget of decoded bytes; the first chunk always fits.
-    #[serde(default)]
-    pub max_bytes: Option<u64>,
-    /// Long-poll for up to this many milliseconds; absent = 0.
-    #[serde(default)]
-    pub wait_ms: Option<u64>,
-}
-
-/// One retained output chunk.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessChunk {
-    /// Its seq.
-    pub seq: u64,
-    /// Which stream produced it.
-    pub stream: OutputStream,
-    /// The bytes, base64.
-    pub chunk: String,
-}
-
-/// Result of `process/read`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessReadResponse {
-    /// Retained chunks after `afterSeq`, in order.
-    pub chunks: Vec<ProcessChunk>,
-    /// Where the next read should start (§8.2).
-    pub next_seq: u64,
-    /// Whether the exit was recorded.
-    pub exited: bool,
-    /// The exit code, once exited.
-    pub exit_code: Option<i32>,
-    /// Whether the close was recorded.
-    pub closed: bool,
-    /// Always `null`.
-    pub failure: Option<String>,
-    /// Always `false`.
-    pub sandbox_denied: bool,
-}
-
-/// Params of `process/write` (PROTOCOL §8.3).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessWriteParams {
-    /// The process.
-    pub process_id: String,
-    /// Bytes to write, base64.
-    pub chunk: String,
-    /// De-duplication key; absent = always written.
-    #[serde(default)]
-    pub write_id: Option<String>,
-}
-
-/// Result of `process/write`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ProcessWriteResponse {
-    /// What happened to the bytes.
-    pub status: WriteStatus,
-}
-
-/// `process/write` outcomes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum WriteStatus {
-    /// Written (or a repeated `writeId`, not written again).
-    Accepted,
-    /// No such process.
-    UnknownProcess,
-    /// No stdin: not piped, or the process exited.
-    StdinClosed,
-    /// The start is still in progress.
-    Starting,
-}
-
-/// Params of `process/signal`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessSignalParams {
-    /// The process.
-    pub process_id: String,
-    /// The signal.
-    pub signal: ProcessSignal,
-}
-
-/// Signals a client may send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ProcessSignal {
-    /// SIGINT to the process group.
-    Interrupt,
-}
-
-/// Params of `process/terminate`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessTerminateParams {
-    /// The process.
-    pub process_id: String,
-}
-
-/// Result of `process/terminate`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ProcessTerminateResponse {
-    /// Whether the process was running (and termination started).
-    pub running: bool,
-}
-
-/// Output streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum OutputStream {
-    /// The child's stdout pipe.
-    Stdout,
-    /// The child's stderr pipe.
-    Stderr,
-    /// The pseudo-terminal.
-    Pty,
-}
-
-/// `process/exited` params.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessExitedNotification<'a> {
-    /// The process.
-    pub process_id: &'a str,
-    /// Its seq.
-    pub seq: u64,
-    /// Exit status, or 128 + N for death by signal N.
-    pub exit_code: i32,
-    /// Always `false`.
-    pub sandbox_denied: bool,
-}
-
-/// `process/closed` params.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProcessClosedNotification<'a> {
-    /// The process.
-    pub process_id: &'a str,
-    /// Its seq: always the last.
-    pub seq: u64,
+/// `environmentInfo.wexec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WexecInfo {
+    /// wexec's version.
+    pub version: String,
+    /// The loaded plugins.
+    pub plugins: Vec<PluginSummary>,
 }

@@ -93,7 +93,7 @@ pub async fn run(
         &table,
         PROCESS_CLOSED,
         &ProcessClosedNotification {
-            process_id: &process.id,
+            process_id: process.id.as_str().into(),
             seq,
         },
     )
@@ -168,7 +168,7 @@ async fn emit_exit(
         table,
         PROCESS_EXITED,
         &ProcessExitedNotification {
-            process_id: &process.id,
+            process_id: process.id.as_str().into(),
             seq,
             exit_code,
             sandbox_denied: false,

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::path_uri;
+use crate::protocol::{PluginGrants, PluginList, PluginListing};
 use crate::rpc::{RpcResult, expect_no_params, method_not_found, to_result};
 use crate::runtime::CallContext;
 use crate::server::processor::RequestContext;
@@ -34,40 +35,24 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
 /// `plugin/list`: every plugin with its methods and effective grants.
 pub async fn list(ctx: RequestContext, params: Value) -> RpcResult {
     expect_no_params(&params)?;
-    let plugins: Vec<Value> = ctx
+    let plugins = ctx
         .server
         .runtime
         .plugins()
-        .map(|plugin| {
-            let mut grants = Map::new();
-            if !plugin.grants.fs_roots.is_empty() {
-                let roots: Vec<String> = plugin
-                    .grants
-                    .fs_roots
-                    .iter()
+        .map(|plugin| PluginListing {
+            name: plugin.name.clone(),
+            version: plugin.version.clone(),
+            methods: plugin.methods.clone(),
+            grants: PluginGrants {
+                fs_roots: (plugin.grants.fs_roots.iter())
                     .map(|root| path_uri::to_uri(&root.path))
-                    .collect();
-                grants.insert("fsRoots".into(), json!(roots));
-            }
-            if !plugin.grants.allow_hosts.is_empty() {
-                let hosts: Vec<&str> = plugin
-                    .grants
-                    .allow_hosts
-                    .iter()
-                    .map(|pattern| pattern.as_str())
-                    .collect();
-                grants.insert("allowHosts".into(), json!(hosts));
-            }
-            if !plugin.grants.env_vars.is_empty() {
-                grants.insert("envVars".into(), json!(plugin.grants.env_vars));
-            }
-            json!({
-                "name": plugin.name,
-                "version": plugin.version,
-                "methods": plugin.methods,
-                "grants": grants,
-            })
+                    .collect(),
+                allow_hosts: (plugin.grants.allow_hosts.iter())
+                    .map(|pattern| pattern.as_str().to_owned())
+                    .collect(),
+                env_vars: plugin.grants.env_vars.iter().cloned().collect(),
+            },
         })
         .collect();
-    to_result(&json!({ "plugins": plugins }))
+    to_result(&PluginList { plugins })
 }

@@ -70,7 +70,7 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
     }
     to_result(&ProcessStartResponse {
         process_id: params.process_id,
-        sandbox_type: "none",
+        sandbox_type: "none".into(),
     })
 }
 

@@ -1,0 +1,338 @@
+//! `wexec::client` against the real binary, over stdio and WebSocket.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "helpers of a test fail the test on any error"
+)]
+
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use wexec::client::{
+    Client, ClientError, ClientOptions, ProcessEvent, StdioCommand, WebSocketTarget,
+};
+use wexec::protocol::{
+    FsOpenMode, FsOpenParams, FsPathParams, HttpRequestParams, OutputStream, ProcessStartParams,
+};
+use wexec_tests::{TIMEOUT, TempDir, http_server, spawn_websocket, wexec_bin};
+
+/// wexec with `args`, caching compiled plugins beside the build like the harness does.
+fn wexec(args: &[&str]) -> StdioCommand {
+    let cache = wexec_bin()
+        .parent()
+        .map(|dir| dir.join("test-cache"))
+        .unwrap_or_default();
+    StdioCommand::new(wexec_bin())
+        .args(args.iter().copied())
+        .env("XDG_CACHE_HOME", cache.display().to_string())
+        .env("RUST_LOG", "wexec=warn")
+}
+
+fn argv(args: &[&str]) -> Vec<String> {
+    args.iter().map(|arg| (*arg).to_owned()).collect()
+}
+
+async fn within<T>(future: impl Future<Output = T>) -> T {
+    tokio::time::timeout(TIMEOUT, future)
+        .await
+        .expect("in time")
+}
+
+#[tokio::test]
+async fn a_stdio_client_drives_processes_files_and_plugins() {
+    let dir = TempDir::new();
+    let root = dir.path().to_str().unwrap().to_owned();
+    let client = Client::connect_stdio(wexec(&["--fs-root", &root]), ClientOptions::new("e2e"))
+        .await
+        .unwrap();
+
+    let info = client.environment_info().await.unwrap();
+    assert_eq!(info.executor_version, wexec::VERSION);
+    let plugins = &info.wexec.as_ref().unwrap().plugins;
+    assert!(plugins.iter().any(|plugin| plugin.name == "fs"));
+    assert_eq!(Some(info), client.initialize_environment().unwrap().ok());
+    assert_eq!(client.environment_status().await.unwrap().status, "ready");
+    let list = client.plugin_list().await.unwrap();
+    let fs = list
+        .plugins
+        .iter()
+        .find(|plugin| plugin.name == "fs")
+        .unwrap();
+    assert_eq!(fs.grants.fs_roots.len(), 1);
+
+    // A process with stdout, stderr and an exit code.
+    let script = "echo out; echo err >&2; exit 3";
+    let start = ProcessStartParams::new("sh", argv(&["sh", "-c", script]), root.as_str());
+    let output = within(client.start_process(start).await.unwrap().wait())
+        .await
+        .unwrap();
+    assert_eq!(
+        (output.stdout, output.stderr),
+        (b"out\n".to_vec(), b"err\n".to_vec())
+    );
+    assert_eq!(output.exit_code, Some(3));
+
+    // stdin through process/write, output read back through the handle's events.
+    let mut start = ProcessStartParams::new("cat", argv(&["cat"]), root.as_str());
+    start.pipe_stdin = true;
+    let cat = client.start_process(start).await.unwrap();
+    use wexec::protocol::WriteStatus;
+    assert_eq!(
+        cat.write_once(b"ping\n", "w1").await.unwrap(),
+        WriteStatus::Accepted
+    );
+    assert_eq!(
+        cat.write_once(b"ping\n", "w1").await.unwrap(),
+        WriteStatus::Accepted
+    );
+    match within(cat.next_event()).await.unwrap() {
+        ProcessEvent::Output {
+            seq: 1,
+            stream: OutputStream::Stdout,
+            data,
+        } => {
+            assert_eq!(data, b"ping\n");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(cat.terminate().await.unwrap());
+    let events: Vec<_> = within(async {
+        let mut events = Vec::new();
+        while let Some(event) = cat.next_event().await {
+            events.push(event);
+        }
+        events
+    })
+    .await;
+    assert_eq!(
+        events,
+        [
+            ProcessEvent::Exited {
+                seq: 2,
+                exit_code: 143
+            },
+            ProcessEvent::Closed { seq: 3 }
+        ]
+    );
+    let read = cat.read(Some(0), None, None).await.unwrap();
+    assert_eq!(
+        (read.chunks.len(), read.closed, read.next_seq),
+        (1, true, 4)
+    );
+
+    // A start the server refuses leaves no route behind; the id can be used again.
+    let refused = ProcessStartParams::new("x", Vec::new(), root.as_str());
+    let err = client.start_process(refused).await.unwrap_err();
+    assert_eq!(err.code(), Some(-32602), "{err}");
+    let again = ProcessStartParams::new("x", argv(&["true"]), root.as_str());
+    assert_eq!(
+        client
+            .start_process(again)
+            .await
+            .unwrap()
+            .wait()
+            .await
+            .unwrap()
+            .exit_code,
+        Some(0)
+    );
+
+    // Files, through the fs plugin.
+    let file = format!("{root}/notes.txt");
+    client
+        .write_file(file.as_str(), b"hello wexec")
+        .await
+        .unwrap();
+    assert_eq!(
+        client
+            .read_file(FsPathParams::new(file.as_str()))
+            .await
+            .unwrap(),
+        b"hello wexec"
+    );
+    let meta = client
+        .get_metadata(FsPathParams::new(file.as_str()))
+        .await
+        .unwrap();
+    assert!(meta.is_file && meta.size == 11);
+    let entries = client
+        .read_directory(FsPathParams::new(root.as_str()))
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].file_name, "notes.txt");
+    let handle = client
+        .open(FsOpenParams {
+            handle_id: "h".into(),
+            path: file.clone(),
+            mode: Some(FsOpenMode::Read),
+            sandbox: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        client.read_block(&handle, 6, 100).await.unwrap(),
+        (b"wexec".to_vec(), true)
+    );
+    client.close(&handle).await.unwrap();
+    let err = client
+        .read_file(FsPathParams::new("/etc/passwd"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(-32600), "{err}");
+    assert!(
+        err.to_string().contains("outside the allowed roots"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn dropping_a_stdio_client_ends_wexec_and_its_processes() {
+    let client = Client::connect_stdio(wexec(&[]), ClientOptions::new("e2e"))
+        .await
+        .unwrap();
+    let script = "echo $PPID $$; exec sleep 1000";
+    let start = ProcessStartParams::new("s", argv(&["sh", "-c", script]), "/");
+    let process = client.start_process(start).await.unwrap();
+    let Some(ProcessEvent::Output { data, .. }) = within(process.next_event()).await else {
+        panic!("no pids");
+    };
+    let pids: Vec<u32> = String::from_utf8(data)
+        .unwrap()
+        .split_whitespace()
+        .map(|pid| pid.parse().unwrap())
+        .collect();
+    drop(process);
+    drop(client);
+    let deadline = std::time::Instant::now() + TIMEOUT;
+    for pid in pids {
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() && !zombie(pid) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{pid} outlived the client"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+#[tokio::test]
+async fn a_websocket_client_streams_http_bodies_with_a_bearer_token() {
+    const SIZE: usize = 3 * 1024 * 1024 + 17;
+    let (origin, _) = http_server(|_, mut stream| async move {
+        let body: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {SIZE}\r\nX-A: 1\r\nConnection: close\r\n\r\n"
+        );
+        let _ = stream.write_all(head.as_bytes()).await;
+        let _ = stream.write_all(&body).await;
+    })
+    .await;
+    let mut command = wexec_tests::command(&[
+        "--listen",
+        "ws://127.0.0.1:0",
+        "--allow-host",
+        "127.0.0.1:*",
+    ]);
+    command.env("WEXEC_TOKEN", "s3cret");
+    let server = wexec_tests::spawn_websocket_with(command).await;
+    let url = server.url.clone().unwrap();
+
+    let err = Client::connect_websocket(
+        WebSocketTarget::new(url.as_str()),
+        ClientOptions::new("e2e"),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(&err, ClientError::Connect { reason, .. } if reason.contains("401")),
+        "{err}"
+    );
+
+    let target = WebSocketTarget::new(url.as_str()).bearer_token("s3cret");
+    let client = Client::connect_websocket(target, ClientOptions::new("e2e"))
+        .await
+        .unwrap();
+    let expected: Vec<u8> = (0..SIZE).map(|i| (i % 251) as u8).collect();
+    let url = format!("http://{origin}/big");
+
+    let reply = client
+        .http_request(HttpRequestParams::new("GET", url.as_str()))
+        .await
+        .unwrap();
+    assert_eq!((reply.status, reply.header("x-a")), (200, Some("1")));
+    assert!(reply.body == expected);
+
+    let (head, body) = client
+        .http_request_streamed(HttpRequestParams::new("GET", url.as_str()))
+        .await
+        .unwrap();
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    let streamed = within(body.collect()).await.unwrap();
+    assert!(streamed == expected, "{} bytes streamed", streamed.len());
+
+    let err = client
+        .http_request(HttpRequestParams::new("GET", "http://example.com/"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(-32600), "{err}");
+}
+
+#[tokio::test]
+async fn a_remote_client_resumes_after_the_server_drops_the_socket() {
+    let server = spawn_websocket(&[]).await;
+    let client = Client::remote(
+        WebSocketTarget::new(server.url.clone().unwrap()),
+        ClientOptions::new("e2e"),
+    );
+    let script = "for i in 1 2 3 4 5 6 7 8; do echo line$i; sleep 0.1; done";
+    let start = ProcessStartParams::new("ticker", argv(&["sh", "-c", script]), "/");
+    let process = client.start_process(start).await.unwrap();
+    let session = client.session_id().unwrap();
+    let Some(ProcessEvent::Output { seq: 1, .. }) = within(process.next_event()).await else {
+        panic!("no first line");
+    };
+    // A message over the server's 64 MiB limit makes it close the socket (1009). The call
+    // is not idempotent, so it fails instead of being replayed.
+    let huge = "x".repeat(65 * 1024 * 1024);
+    let err = client
+        .call::<_, serde_json::Value>("probe/echo", &serde_json::json!({"pad": huge}))
+        .await
+        .unwrap_err();
+    assert!(err.is_disconnect(), "{err}");
+    // The rest arrives — some as notifications after the resume, the part sent while
+    // detached recovered with process/read — in order and without gaps.
+    let mut stdout = b"line1\n".to_vec();
+    let mut last_seq = 1;
+    let mut exit_code = None;
+    while let Some(event) = within(process.next_event()).await {
+        let seq = event.seq().unwrap_or_else(|| panic!("{event:?}"));
+        assert_eq!(seq, last_seq + 1);
+        last_seq = seq;
+        match event {
+            ProcessEvent::Output { data, .. } => stdout.extend(data),
+            ProcessEvent::Exited {
+                exit_code: code, ..
+            } => exit_code = Some(code),
+            _ => {}
+        }
+    }
+    let expected: String = (1..=8).map(|i| format!("line{i}\n")).collect();
+    assert_eq!(String::from_utf8(stdout).unwrap(), expected);
+    assert_eq!(exit_code, Some(0));
+    assert_eq!(client.session_id(), Some(session));
+    assert!(client.is_connected());
+    assert_eq!(client.environment_status().await.unwrap().status, "ready");
+}
