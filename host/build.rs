@@ -18,6 +18,7 @@ fn main() {
         println!("cargo:rerun-if-changed=../plugins/{name}");
     }
     println!("cargo:rerun-if-changed=../wit");
+    println!("cargo:rerun-if-changed=../guest-sdk");
     if !wasm_target_installed() {
         eprintln!(
             "error: wexec embeds plugins built for wasm32-wasip2, which this toolchain lacks: run `rustup target add wasm32-wasip2`"

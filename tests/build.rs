@@ -1,5 +1,6 @@
-//! Builds the test guests (`plugins/test-guests/*`) for `wasm32-wasip2` and tells the tests
-//! where they are (`WEXEC_PROBE_WASM`). A nested cargo with its own target directory, as
+//! Builds the test guests (`plugins/test-guests/*`) and the example plugins
+//! (`plugins/examples/*`) for `wasm32-wasip2` and tells the tests where they are
+//! (`WEXEC_PROBE_WASM`, `WEXEC_HELLO_WASM`). A nested cargo with its own target directory, as
 //! wasmtime builds its test programs, so it never waits on the outer build's lock.
 
 use std::path::PathBuf;
@@ -10,7 +11,9 @@ fn main() {
     let root = manifest.parent().map(PathBuf::from).unwrap_or_default();
     let target_dir = root.join("target").join("guests");
     println!("cargo:rerun-if-changed=../plugins/test-guests");
+    println!("cargo:rerun-if-changed=../plugins/examples");
     println!("cargo:rerun-if-changed=../wit");
+    println!("cargo:rerun-if-changed=../guest-sdk");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .args([
@@ -20,6 +23,8 @@ fn main() {
             "wasm32-wasip2",
             "-p",
             "wexec-probe",
+            "-p",
+            "wexec-example-hello",
             "--target-dir",
         ])
         .arg(&target_dir)
@@ -44,4 +49,6 @@ fn main() {
         .join("release")
         .join("wexec_probe.wasm");
     println!("cargo:rustc-env=WEXEC_PROBE_WASM={}", wasm.display());
+    let hello = wasm.with_file_name("wexec_example_hello.wasm");
+    println!("cargo:rustc-env=WEXEC_HELLO_WASM={}", hello.display());
 }

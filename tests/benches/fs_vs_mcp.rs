@@ -169,11 +169,13 @@ fn main() {
         Some(5464)
     );
     let wexec_median = wexec.sequential("fs/readFile", &read);
+    let wexec_status = wexec.sequential("environment/status", &json!({}));
     let wexec_rate = wexec.pipelined("fs/readFile", &read);
     println!(
-        "wexec fs/readFile 4 KiB: median {:.1} µs sequential, {:.0} req/s pipelined ({PIPELINED} requests)",
+        "wexec fs/readFile 4 KiB: median {:.1} µs sequential, {:.0} req/s pipelined ({PIPELINED} requests); environment/status (native, the transport floor) median {:.1} µs",
         micros(wexec_median),
-        wexec_rate
+        wexec_rate,
+        micros(wexec_status)
     );
 
     let Some(server) = std::env::var_os("MCP_FS_SERVER") else {

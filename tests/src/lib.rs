@@ -28,6 +28,9 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// The `probe` test guest (built by this crate's build script).
 pub const PROBE_WASM: &str = env!("WEXEC_PROBE_WASM");
 
+/// The `hello` example plugin (`plugins/examples/hello`), built by `build.rs`.
+pub const HELLO_WASM: &str = env!("WEXEC_HELLO_WASM");
+
 /// The longest any single wait in a test may take.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 

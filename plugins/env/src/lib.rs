@@ -1,49 +1,24 @@
 //! The bundled `env` plugin: serves `environment/info` (PROTOCOL §7.4) from the host's
 //! environment capability. It needs no grants.
 
-#![allow(
-    unsafe_code,
-    reason = "wit-bindgen's generated import and export glue is unsafe code"
-)]
-
-wit_bindgen::generate!({ world: "plugin", path: "../../wit" });
-
-use exports::wexec::plugin::handler::{Guest, PluginInfo};
 use serde_json::{Map, Value, json};
-use wexec::plugin::environment;
-use wexec::plugin::types::RpcError;
+use wexec_guest::env as environment;
+use wexec_guest::{Call, Info, Plugin, Response, RpcError};
 
 struct Env;
 
-impl Guest for Env {
-    fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "env".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            contract: "0.1.0".into(),
-            methods: vec!["environment/info".into()],
-            capabilities: Vec::new(),
-            env_vars: Vec::new(),
-        }
+impl Plugin for Env {
+    fn info() -> Info {
+        Info::new("env", env!("CARGO_PKG_VERSION")).method("environment/info")
     }
 
-    fn handle(method: String, params: String) -> Result<String, RpcError> {
-        if method != "environment/info" {
-            return Err(RpcError {
-                code: -32601,
-                message: format!("exec-server stub does not implement `{method}` yet"),
-                data: None,
-            });
+    fn handle(call: Call) -> Result<Response, RpcError> {
+        if call.method() != "environment/info" {
+            return Err(RpcError::method_not_found(call.method()));
         }
         // Parameterless: absent, null or any object (unknown members are ignored).
-        match serde_json::from_str::<Value>(&params) {
-            Ok(Value::Null | Value::Object(_)) => Ok(info().to_string()),
-            _ => Err(RpcError {
-                code: -32602,
-                message: "this method takes no params".into(),
-                data: None,
-            }),
-        }
+        call.no_params()?;
+        Response::json(&info())
     }
 }
 
@@ -90,4 +65,4 @@ fn info() -> Value {
     Value::Object(info)
 }
 
-export!(Env);
+wexec_guest::export_plugin!(Env);

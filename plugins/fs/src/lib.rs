@@ -1,15 +1,6 @@
 //! The bundled `fs` plugin: every `fs/*` method (PROTOCOL §9) as protocol mapping onto the
 //! host's filesystem capability, which confines every path to the granted roots.
 
-#![allow(
-    unsafe_code,
-    reason = "wit-bindgen's generated import and export glue is unsafe code"
-)]
-
-wit_bindgen::generate!({ world: "plugin", path: "../../wit" });
-
-mod error;
-mod uri;
 mod walk;
 
 use base64::Engine;
@@ -17,11 +8,9 @@ use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-
-use error::{from_fs, invalid_params, invalid_request};
-use exports::wexec::plugin::handler::{Guest, PluginInfo};
-use wexec::plugin::filesystem::{self as fs, OpenMode};
-use wexec::plugin::types::{Capability, RpcError};
+use wexec_guest::fs::{self, OpenMode};
+use wexec_guest::path as uri;
+use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError};
 
 /// Largest block read or written at once.
 const MAX_BLOCK_BYTES: u64 = 1024 * 1024;
@@ -44,22 +33,17 @@ const METHODS: [&str; 13] = [
 
 struct Fs;
 
-impl Guest for Fs {
-    fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "fs".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            contract: "0.1.0".into(),
-            methods: METHODS.iter().map(|method| (*method).to_owned()).collect(),
-            capabilities: vec![Capability::Filesystem],
-            env_vars: Vec::new(),
-        }
+impl Plugin for Fs {
+    fn info() -> Info {
+        METHODS.iter().fold(
+            Info::new("fs", env!("CARGO_PKG_VERSION")).capability(Capability::Filesystem),
+            |info, method| info.method(*method),
+        )
     }
 
-    fn handle(method: String, params: String) -> Result<String, RpcError> {
-        let params: Value =
-            serde_json::from_str(&params).map_err(|err| invalid_params(err.to_string()))?;
-        let result = match method.as_str() {
+    fn handle(call: Call) -> Result<Response, RpcError> {
+        let params: Value = call.params()?;
+        let result = match call.method() {
             "fs/readFile" => read_file(params),
             "fs/writeFile" => write_file(params),
             "fs/createDirectory" => create_directory(params),
@@ -73,18 +57,14 @@ impl Guest for Fs {
             "fs/readBlock" => read_block(params),
             "fs/writeBlock" => write_block(params),
             "fs/close" => close(params),
-            other => Err(RpcError {
-                code: -32601,
-                message: format!("exec-server stub does not implement `{other}` yet"),
-                data: None,
-            }),
+            other => Err(RpcError::method_not_found(other)),
         }?;
-        Ok(result.to_string())
+        Response::json(&result)
     }
 }
 
 fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params).map_err(|err| invalid_params(err.to_string()))
+    serde_json::from_value(params).map_err(|err| RpcError::invalid_params(err.to_string()))
 }
 
 fn yes() -> bool {
@@ -114,7 +94,7 @@ fn check_sandbox(sandbox: Option<&Value>) -> Result<(), RpcError> {
     if allowed {
         Ok(())
     } else {
-        Err(invalid_params(
+        Err(RpcError::invalid_params(
             "sandbox intent cannot be enforced on this executor",
         ))
     }
@@ -141,7 +121,8 @@ impl PathParams {
 
 fn read_file(params: Value) -> Result<Value, RpcError> {
     let params: PathParams = decode(params)?;
-    let data = fs::read_file(&params.native()?, params.follow_symlinks).map_err(from_fs)?;
+    let data =
+        fs::read_file_with(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
     Ok(json!({"dataBase64": STANDARD.encode(data)}))
 }
 
@@ -156,11 +137,11 @@ fn write_file(params: Value) -> Result<Value, RpcError> {
     let params: Params = decode(params)?;
     let path = params.target.native()?;
     let data = STANDARD.decode(&params.data_base64).map_err(|err| {
-        invalid_request(format!(
+        RpcError::invalid_request(format!(
             "fs/writeFile requires valid base64 dataBase64: {err}"
         ))
     })?;
-    fs::write_file(&path, &data, params.target.follow_symlinks).map_err(from_fs)?;
+    fs::write_file(&path, &data, params.target.follow_symlinks).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
@@ -173,13 +154,13 @@ fn create_directory(params: Value) -> Result<Value, RpcError> {
         recursive: bool,
     }
     let params: Params = decode(params)?;
-    fs::create_directory(&params.target.native()?, params.recursive).map_err(from_fs)?;
+    fs::create_directory(&params.target.native()?, params.recursive).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
 fn get_metadata(params: Value) -> Result<Value, RpcError> {
     let params: PathParams = decode(params)?;
-    let meta = fs::get_metadata(&params.native()?, params.follow_symlinks).map_err(from_fs)?;
+    let meta = fs::metadata(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
     Ok(json!({
         "isDirectory": meta.is_directory,
         "isFile": meta.is_file,
@@ -192,7 +173,7 @@ fn get_metadata(params: Value) -> Result<Value, RpcError> {
 
 fn canonicalize(params: Value) -> Result<Value, RpcError> {
     let params: PathParams = decode(params)?;
-    let canonical = fs::canonicalize(&params.native()?).map_err(from_fs)?;
+    let canonical = fs::canonicalize(&params.native()?).map_err(RpcError::from)?;
     Ok(json!({"path": uri::encode(&canonical)}))
 }
 
@@ -201,7 +182,7 @@ fn read_directory(params: Value) -> Result<Value, RpcError> {
     let entries = fs::read_directory(&params.native()?).map_err(|error| {
         // Too many entries is an internal limit here, not a bad request (PROTOCOL §9.3).
         let too_large = error.kind == fs::ErrorKind::TooLarge;
-        let mut mapped = from_fs(error);
+        let mut mapped = RpcError::from(error);
         if too_large {
             mapped.code = -32603;
         }
@@ -237,7 +218,7 @@ fn remove(params: Value) -> Result<Value, RpcError> {
         force: bool,
     }
     let params: Params = decode(params)?;
-    fs::remove(&params.target.native()?, params.recursive, params.force).map_err(from_fs)?;
+    fs::remove(&params.target.native()?, params.recursive, params.force).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
@@ -255,7 +236,7 @@ fn copy(params: Value) -> Result<Value, RpcError> {
     check_sandbox(params.sandbox.as_ref())?;
     let source = uri::decode(&params.source_path)?;
     let destination = uri::decode(&params.destination_path)?;
-    fs::copy(&source, &destination, params.recursive).map_err(from_fs)?;
+    fs::copy(&source, &destination, params.recursive).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
@@ -282,7 +263,7 @@ fn open(params: Value) -> Result<Value, RpcError> {
         Mode::Read => OpenMode::Read,
         Mode::Replace => OpenMode::Replace,
     };
-    fs::open(&params.handle_id, &path, mode).map_err(from_fs)?;
+    fs::open(&params.handle_id, &path, mode).map_err(RpcError::from)?;
     Ok(json!({"handleId": params.handle_id}))
 }
 
@@ -296,12 +277,12 @@ fn read_block(params: Value) -> Result<Value, RpcError> {
     }
     let params: Params = decode(params)?;
     if !(1..=MAX_BLOCK_BYTES).contains(&params.len) {
-        return Err(invalid_request(format!(
+        return Err(RpcError::invalid_request(format!(
             "file read block length must be between 1 and {MAX_BLOCK_BYTES}"
         )));
     }
     let len = u32::try_from(params.len).unwrap_or(u32::MAX);
-    let data = fs::read_block(&params.handle_id, params.offset, len).map_err(from_fs)?;
+    let data = fs::read_block(&params.handle_id, params.offset, len).map_err(RpcError::from)?;
     let eof = (data.len() as u64) < params.len;
     Ok(json!({"chunk": STANDARD.encode(data), "eof": eof}))
 }
@@ -317,8 +298,8 @@ fn write_block(params: Value) -> Result<Value, RpcError> {
     let params: Params = decode(params)?;
     let data = STANDARD
         .decode(&params.chunk)
-        .map_err(|err| invalid_params(format!("chunk is not valid base64: {err}")))?;
-    fs::write_block(&params.handle_id, params.offset, &data).map_err(from_fs)?;
+        .map_err(|err| RpcError::invalid_params(format!("chunk is not valid base64: {err}")))?;
+    fs::write_block(&params.handle_id, params.offset, &data).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
@@ -333,4 +314,4 @@ fn close(params: Value) -> Result<Value, RpcError> {
     Ok(json!({}))
 }
 
-export!(Fs);
+wexec_guest::export_plugin!(Fs);

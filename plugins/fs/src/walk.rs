@@ -6,10 +6,9 @@ use std::collections::{HashSet, VecDeque};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::{from_fs, invalid_request};
-use crate::uri;
-use crate::wexec::plugin::filesystem as fs;
-use crate::wexec::plugin::types::RpcError;
+use wexec_guest::RpcError;
+use wexec_guest::fs;
+use wexec_guest::path as uri;
 
 const MAX_DEPTH: u64 = 64;
 const MAX_DIRECTORIES: u64 = 10_000;
@@ -33,7 +32,7 @@ pub struct Options {
 /// Walks `root` (a native path).
 pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
     if options.max_directories == 0 || options.max_entries == 0 {
-        return Err(invalid_request(
+        return Err(RpcError::invalid_request(
             "filesystem walk limits must be greater than zero",
         ));
     }
@@ -41,11 +40,11 @@ pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
         || options.max_directories > MAX_DIRECTORIES
         || options.max_entries > MAX_ENTRIES
     {
-        return Err(invalid_request(
+        return Err(RpcError::invalid_request(
             "filesystem walk limits exceed maximums: depth=64, directories=10000, entries=50000",
         ));
     }
-    let meta = fs::get_metadata(root, true).map_err(from_fs)?;
+    let meta = fs::metadata(root, true).map_err(RpcError::from)?;
     let mut entries = Vec::new();
     let mut errors = Vec::new();
     let mut truncated = false;

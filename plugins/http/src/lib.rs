@@ -1,22 +1,13 @@
 //! The bundled `http` plugin: `http/request` (PROTOCOL §10), buffered or streamed, through the
 //! host's http capability, which admits only the granted hosts (every redirect hop included).
 
-#![allow(
-    unsafe_code,
-    reason = "wit-bindgen's generated import and export glue is unsafe code"
-)]
-
-wit_bindgen::generate!({ world: "plugin", path: "../../wit" });
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use exports::wexec::plugin::handler::{Guest, PluginInfo};
-use wexec::plugin::http::{self, Header};
-use wexec::plugin::responder;
-use wexec::plugin::types::{Capability, RpcError};
+use wexec_guest::http::{self, Error as HttpError};
+use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, respond};
 
 /// Largest buffered body: 32 MiB, so its base64 fits a 64 MiB message.
 const MAX_BUFFERED_BODY: usize = 32 * 1024 * 1024;
@@ -27,11 +18,7 @@ const MAX_DELTA: u32 = 1024 * 1024;
 struct Http;
 
 fn error(code: i64, message: impl Into<String>) -> RpcError {
-    RpcError {
-        code,
-        message: message.into(),
-        data: None,
-    }
+    RpcError::new(code, message)
 }
 
 #[derive(Deserialize)]
@@ -70,28 +57,19 @@ struct Params {
     stream_response: bool,
 }
 
-impl Guest for Http {
-    fn describe() -> PluginInfo {
-        PluginInfo {
-            name: "http".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            contract: "0.1.0".into(),
-            methods: vec!["http/request".into()],
-            capabilities: vec![Capability::Http],
-            env_vars: Vec::new(),
-        }
+impl Plugin for Http {
+    fn info() -> Info {
+        Info::new("http", env!("CARGO_PKG_VERSION"))
+            .method("http/request")
+            .capability(Capability::Http)
     }
 
-    fn handle(method: String, params: String) -> Result<String, RpcError> {
-        if method != "http/request" {
-            return Err(error(
-                -32601,
-                format!("exec-server stub does not implement `{method}` yet"),
-            ));
+    fn handle(call: Call) -> Result<Response, RpcError> {
+        if call.method() != "http/request" {
+            return Err(RpcError::method_not_found(call.method()));
         }
-        let params: Params =
-            serde_json::from_str(&params).map_err(|err| error(-32602, err.to_string()))?;
-        request(params).map(|result| result.to_string())
+        let params: Params = call.params()?;
+        request(params).and_then(|result| Response::json(&result))
     }
 }
 
@@ -125,25 +103,23 @@ fn request(params: Params) -> Result<Value, RpcError> {
         }
         (id, _) => id.clone(),
     };
-    let request = http::Request {
-        method: params.method,
-        url: params.url,
-        headers: params
-            .headers
-            .into_iter()
-            .map(|header| Header {
-                name: header.name,
-                value: header.value,
-            })
-            .collect(),
-        body,
-        timeout_ms: params.timeout_ms,
-        follow_redirects: params.redirect_policy == RedirectPolicy::Follow,
-    };
-    let response = http::send(&request).map_err(|err| match err {
-        http::Error::Denied(message) => error(-32600, message),
-        http::Error::Invalid(message) => error(-32602, message),
-        http::Error::Failed(reason) => error(-32603, format!("http/request failed: {reason}")),
+    let mut request = http::Request::new(params.method, params.url);
+    for header in params.headers {
+        request = request.header(header.name, header.value);
+    }
+    if let Some(body) = body {
+        request = request.body(body);
+    }
+    if let Some(timeout_ms) = params.timeout_ms {
+        request = request.timeout_ms(timeout_ms);
+    }
+    if params.redirect_policy == RedirectPolicy::Stop {
+        request = request.no_redirects();
+    }
+    let response = request.send().map_err(|err| match err {
+        HttpError::Denied(message) => error(-32600, message),
+        HttpError::Invalid(message) => error(-32602, message),
+        HttpError::Failed(reason) => error(-32603, format!("http/request failed: {reason}")),
     })?;
     let headers: Vec<Value> = response
         .headers
@@ -154,14 +130,14 @@ fn request(params: Params) -> Result<Value, RpcError> {
         Some(request_id) => {
             let head = json!({"status": response.status, "headers": headers, "bodyBase64": ""})
                 .to_string();
-            responder::respond(Ok(&head));
-            stream(&request_id, &response.body);
+            respond::early(Ok(Response::raw(head)));
+            stream(&request_id, &response);
             Ok(Value::Null)
         }
         None => {
             let mut body = Vec::new();
             loop {
-                match response.body.read(MAX_DELTA) {
+                match response.read_chunk(MAX_DELTA) {
                     Ok(Some(chunk)) => {
                         if body.len() + chunk.len() > MAX_BUFFERED_BODY {
                             return Err(error(
@@ -176,9 +152,9 @@ fn request(params: Params) -> Result<Value, RpcError> {
                     Ok(None) => break,
                     Err(err) => {
                         let reason = match err {
-                            http::Error::Denied(reason)
-                            | http::Error::Invalid(reason)
-                            | http::Error::Failed(reason) => reason,
+                            HttpError::Denied(reason)
+                            | HttpError::Invalid(reason)
+                            | HttpError::Failed(reason) => reason,
                         };
                         return Err(error(
                             -32603,
@@ -196,7 +172,7 @@ fn request(params: Params) -> Result<Value, RpcError> {
 
 /// Sends the body as `http/request/bodyDelta` notifications: seq from 1, at most 1 MiB each,
 /// then exactly one `done`. A closed connection stops the stream silently.
-fn stream(request_id: &str, body: &http::Body) {
+fn stream(request_id: &str, body: &http::Response) {
     let delta = |seq: u64, data: &[u8], done: bool, failure: Option<String>| {
         let params = json!({
             "requestId": request_id,
@@ -205,17 +181,15 @@ fn stream(request_id: &str, body: &http::Body) {
             "done": done,
             "error": failure,
         });
-        responder::notify("http/request/bodyDelta", &params.to_string())
+        respond::notify("http/request/bodyDelta", &params)
     };
     let mut seq = 1;
     loop {
-        let (data, done, failure) = match body.read(MAX_DELTA) {
+        let (data, done, failure) = match body.read_chunk(MAX_DELTA) {
             Ok(Some(data)) => (data, false, None),
             Ok(None) => (Vec::new(), true, None),
             Err(
-                http::Error::Denied(reason)
-                | http::Error::Invalid(reason)
-                | http::Error::Failed(reason),
+                HttpError::Denied(reason) | HttpError::Invalid(reason) | HttpError::Failed(reason),
             ) => (Vec::new(), true, Some(reason)),
         };
         if delta(seq, &data, done, failure).is_err() || done {
@@ -225,4 +199,4 @@ fn stream(request_id: &str, body: &http::Body) {
     }
 }
 
-export!(Http);
+wexec_guest::export_plugin!(Http);

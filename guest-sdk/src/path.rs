@@ -1,10 +1,13 @@
-//! Request paths (PROTOCOL §7.2): `file://` URIs without authority, or plain absolute paths;
-//! and the URIs returned for paths.
+//! Request paths as wexec's protocol defines them (PROTOCOL §7.2): `file://` URIs without an
+//! authority, or plain absolute paths; and the `file://` URIs results carry.
 
-use crate::error::invalid_params;
-use crate::wexec::plugin::types::RpcError;
+use crate::RpcError;
 
-/// Decodes a request path to a native absolute path.
+fn invalid_params(message: String) -> RpcError {
+    RpcError::invalid_params(message)
+}
+
+/// Decodes a request path to a native absolute path; -32602 naming the problem otherwise.
 pub fn decode(value: &str) -> Result<String, RpcError> {
     let Some(rest) = value
         .get(..5)
@@ -72,4 +75,32 @@ pub fn encode(path: &str) -> String {
         }
     }
     uri
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_uris_and_absolute_paths() {
+        assert_eq!(decode("file:///tmp/a%20b").unwrap(), "/tmp/a b");
+        assert_eq!(decode("/tmp/a b").unwrap(), "/tmp/a b");
+        assert_eq!(decode("file:/x").unwrap(), "/x");
+        for bad in [
+            "relative",
+            "file://host/x",
+            "file:///C:/x",
+            "file:///a%2",
+            "file:///a%00",
+        ] {
+            assert_eq!(decode(bad).unwrap_err().code, -32602, "{bad}");
+        }
+    }
+
+    #[test]
+    fn encodes_what_decode_reads_back() {
+        let path = "/tmp/a b/ü%#?";
+        assert_eq!(decode(&encode(path)).unwrap(), path);
+        assert_eq!(encode("/a b"), "file:///a%20b");
+    }
 }

@@ -1,0 +1,21 @@
+//! The host's environment: facts about the machine, the loaded plugins, and the environment
+//! variables the operator granted ([`crate::Info::env_var`]).
+
+use crate::bindings::wexec::plugin::environment as wit;
+pub use crate::bindings::wexec::plugin::environment::{HostFacts, PluginSummary};
+
+/// Shell, version, working and temporary directories, platform. Always available.
+pub fn host_info() -> HostFacts {
+    wit::host_info()
+}
+
+/// The plugins wexec has loaded. Always available.
+pub fn plugins() -> Vec<PluginSummary> {
+    wit::plugins()
+}
+
+/// An environment variable of wexec's process: `Ok(None)` if unset; `Err` if the variable was
+/// not granted to this plugin.
+pub fn var(name: &str) -> Result<Option<String>, String> {
+    wit::get_var(name)
+}

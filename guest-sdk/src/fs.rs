@@ -1,0 +1,125 @@
+//! The filesystem capability: every path is a native absolute path (decode request paths with
+//! [`crate::path::decode`]) confined by the host to the roots granted to this plugin. A path
+//! outside them fails with [`ErrorKind::OutsideRoots`] before any I/O.
+
+use crate::RpcError;
+use crate::bindings::wexec::plugin::filesystem as wit;
+pub use crate::bindings::wexec::plugin::filesystem::{
+    DirEntry, Error, ErrorKind, FileKind, Metadata, OpenMode,
+};
+
+impl From<Error> for RpcError {
+    /// wexec's mapping (PROTOCOL §9.2): not found → -32004; outside the roots, denied,
+    /// invalid, too large → -32600; other → -32603.
+    fn from(error: Error) -> Self {
+        let code = match error.kind {
+            ErrorKind::NotFound => -32004,
+            ErrorKind::OutsideRoots
+            | ErrorKind::Denied
+            | ErrorKind::PermissionDenied
+            | ErrorKind::Invalid
+            | ErrorKind::TooLarge => -32600,
+            ErrorKind::Other => -32603,
+        };
+        RpcError::new(code, error.message)
+    }
+}
+
+/// Reads a whole regular file (at most 32 MiB, counted against the plugin's memory).
+pub fn read_file(path: &str) -> Result<Vec<u8>, Error> {
+    wit::read_file(path, true)
+}
+
+/// Reads a whole regular file; with `follow_symlinks: false` a symlink in the final component
+/// is refused.
+pub fn read_file_with(path: &str, follow_symlinks: bool) -> Result<Vec<u8>, Error> {
+    wit::read_file(path, follow_symlinks)
+}
+
+/// Creates or truncates a file with `data`.
+pub fn write_file(path: &str, data: &[u8], follow_symlinks: bool) -> Result<(), Error> {
+    wit::write_file(path, data, follow_symlinks)
+}
+
+/// Creates a directory (and its parents with `recursive`).
+pub fn create_directory(path: &str, recursive: bool) -> Result<(), Error> {
+    wit::create_directory(path, recursive)
+}
+
+/// Metadata; with `follow_symlinks: false` a final symlink is described itself.
+pub fn metadata(path: &str, follow_symlinks: bool) -> Result<Metadata, Error> {
+    wit::get_metadata(path, follow_symlinks)
+}
+
+/// The canonical path (inside the roots).
+pub fn canonicalize(path: &str) -> Result<String, Error> {
+    wit::canonicalize(path)
+}
+
+/// A directory's entries, in no particular order.
+pub fn read_directory(path: &str) -> Result<Vec<DirEntry>, Error> {
+    wit::read_directory(path)
+}
+
+/// Removes a file, symlink or directory (never following a final symlink).
+pub fn remove(path: &str, recursive: bool, force: bool) -> Result<(), Error> {
+    wit::remove(path, recursive, force)
+}
+
+/// Copies a file, symlink or (with `recursive`) directory.
+pub fn copy(source: &str, destination: &str, recursive: bool) -> Result<(), Error> {
+    wit::copy(source, destination, recursive)
+}
+
+/// Opens `path` as handle `id` for later calls on the same connection (the handle outlives
+/// the call; see [`File`] for one that closes itself).
+pub fn open(id: &str, path: &str, mode: OpenMode) -> Result<(), Error> {
+    wit::open(id, path, mode)
+}
+
+/// Reads up to `len` bytes at `offset` from handle `id`.
+pub fn read_block(id: &str, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
+    wit::read_block(id, offset, len)
+}
+
+/// Writes `data` at `offset` to handle `id`.
+pub fn write_block(id: &str, offset: u64, data: &[u8]) -> Result<(), Error> {
+    wit::write_block(id, offset, data)
+}
+
+/// Closes handle `id` (idempotent).
+pub fn close(id: &str) {
+    wit::close(id);
+}
+
+/// A file opened for block reads or writes. Handles belong to the calling connection (at most
+/// 128 per connection, shared with `fs/open`); dropping it closes the file.
+#[derive(Debug)]
+pub struct File {
+    id: String,
+}
+
+impl File {
+    /// Opens `path` as `id` (at most 32 bytes, unique among the connection's handles).
+    pub fn open(id: impl Into<String>, path: &str, mode: OpenMode) -> Result<File, Error> {
+        let id = id.into();
+        wit::open(&id, path, mode)?;
+        Ok(File { id })
+    }
+
+    /// Reads up to `len` bytes (1..=1 MiB) at `offset`; fewer means end of file.
+    pub fn read_at(&self, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
+        wit::read_block(&self.id, offset, len)
+    }
+
+    /// Writes `data` (1..=1 MiB) at `offset`.
+    pub fn write_at(&self, offset: u64, data: &[u8]) -> Result<(), Error> {
+        wit::write_block(&self.id, offset, data)
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        wit::close(&self.id);
+    }
+}

@@ -1,0 +1,156 @@
+//! The [`Plugin`] trait and the values it exchanges with the host.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::bindings::exports::wexec::plugin::handler::PluginInfo;
+use crate::bindings::wexec::plugin::types::Capability as WitCapability;
+use crate::{CONTRACT, RpcError};
+
+/// A wexec plugin: what it is, and how it answers a call.
+pub trait Plugin {
+    /// Name, version, methods and the capabilities it asks for. Called once when wexec loads
+    /// the plugin.
+    fn info() -> Info;
+
+    /// Answers one call of a method listed in [`Plugin::info`]. Params decode with
+    /// [`Call::params`]; an `Err` reaches the client as a JSON-RPC error, unchanged.
+    fn handle(call: Call) -> Result<Response, RpcError>;
+}
+
+/// A capability a plugin asks for. wexec grants the intersection of what a plugin asks for and
+/// what the operator configured for it; everything else is denied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    /// The [`crate::fs`] roots.
+    Filesystem,
+    /// The [`crate::http`] hosts.
+    Http,
+    /// Reading the listed environment variables ([`crate::env::var`]).
+    EnvironmentVars,
+}
+
+/// What a plugin declares about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Info {
+    name: String,
+    version: String,
+    methods: Vec<String>,
+    capabilities: Vec<Capability>,
+    env_vars: Vec<String>,
+}
+
+impl Info {
+    /// A plugin named `name` (`[a-z][a-z0-9-]{0,31}`) at `version`, with no methods yet.
+    pub fn new(name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: version.into(),
+            methods: Vec::new(),
+            capabilities: Vec::new(),
+            env_vars: Vec::new(),
+        }
+    }
+
+    /// Adds a method; it must be `<name>/<method>` (bundled plugins may serve wexec's own
+    /// families).
+    pub fn method(mut self, method: impl Into<String>) -> Self {
+        self.methods.push(method.into());
+        self
+    }
+
+    /// Asks for a capability.
+    pub fn capability(mut self, capability: Capability) -> Self {
+        if !self.capabilities.contains(&capability) {
+            self.capabilities.push(capability);
+        }
+        self
+    }
+
+    /// Asks to read an environment variable (implies [`Capability::EnvironmentVars`]).
+    pub fn env_var(mut self, name: impl Into<String>) -> Self {
+        self.env_vars.push(name.into());
+        self.capability(Capability::EnvironmentVars)
+    }
+
+    pub(crate) fn into_wit(self) -> PluginInfo {
+        PluginInfo {
+            name: self.name,
+            version: self.version,
+            contract: CONTRACT.to_owned(),
+            methods: self.methods,
+            capabilities: (self.capabilities.into_iter())
+                .map(|capability| match capability {
+                    Capability::Filesystem => WitCapability::Filesystem,
+                    Capability::Http => WitCapability::Http,
+                    Capability::EnvironmentVars => WitCapability::EnvironmentVars,
+                })
+                .collect(),
+            env_vars: self.env_vars,
+        }
+    }
+}
+
+/// One call: the method and its params as JSON text (`null` when the client sent none).
+#[derive(Debug, Clone)]
+pub struct Call {
+    method: String,
+    params: String,
+}
+
+impl Call {
+    pub(crate) fn new(method: String, params: String) -> Self {
+        Self { method, params }
+    }
+
+    /// The method called.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// The params as JSON text.
+    pub fn raw_params(&self) -> &str {
+        &self.params
+    }
+
+    /// Decodes the params; failure is -32602 with serde's description (e.g.
+    /// `` missing field `name` ``).
+    pub fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
+        serde_json::from_str(&self.params).map_err(|err| RpcError::invalid_params(err.to_string()))
+    }
+
+    /// For parameterless methods: accepts absent/`null` params or any object, else -32602.
+    pub fn no_params(&self) -> Result<(), RpcError> {
+        match serde_json::from_str::<serde_json::Value>(&self.params) {
+            Ok(serde_json::Value::Null | serde_json::Value::Object(_)) => Ok(()),
+            _ => Err(RpcError::invalid_params("this method takes no params")),
+        }
+    }
+}
+
+/// A successful result: JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response(String);
+
+impl Response {
+    /// Serializes `value` as the result.
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<Self, RpcError> {
+        serde_json::to_string(value)
+            .map(Self)
+            .map_err(|err| RpcError::internal(format!("cannot encode the result: {err}")))
+    }
+
+    /// `{}`.
+    pub fn empty() -> Self {
+        Self("{}".to_owned())
+    }
+
+    /// Already-encoded JSON text (the host refuses a result that is not JSON).
+    pub fn raw(json: String) -> Self {
+        Self(json)
+    }
+
+    pub(crate) fn into_json(self) -> String {
+        self.0
+    }
+}
