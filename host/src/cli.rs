@@ -62,6 +62,18 @@ pub struct Options {
     /// Memory allowed per plugin instance, in MiB.
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub plugin_memory_limit_mib: u64,
+
+    /// A tool to run instead of serving.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Tools run instead of serving.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Tools for plugin authors: scaffold a plugin crate, inspect a built plugin.
+    #[command(subcommand)]
+    Plugin(crate::plugin_tool::PluginCommand),
 }
 
 /// Where wexec serves.
@@ -88,6 +100,37 @@ pub struct Settings {
     pub allow_hosts: Vec<HostPattern>,
     /// Plugins to load, in order.
     pub plugins: Vec<PluginSpec>,
+    /// With `--config`: how to rebuild the plugin list when files change or on SIGHUP.
+    pub reload: Option<ReloadSource>,
+}
+
+/// What a reload re-reads: the config file and every plugin file, as at startup.
+#[derive(Debug, Clone)]
+pub struct ReloadSource {
+    options: Options,
+    fs_roots: Vec<PathBuf>,
+    allow_hosts: Vec<HostPattern>,
+}
+
+impl ReloadSource {
+    /// The plugin list as the files say now.
+    pub fn specs(&self) -> Result<Vec<PluginSpec>, StartupError> {
+        self.options.plugin_specs(&self.fs_roots, &self.allow_hosts)
+    }
+
+    /// Files whose change triggers a reload: the config, the plugins it lists (as it lists
+    /// them now), and `--plugin` files.
+    pub fn watched_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self.options.config.iter().cloned().collect();
+        files.extend(self.options.plugins.iter().cloned());
+        if let Some(config) = &self.options.config {
+            let defaults = Limits::default();
+            if let Ok(plugins) = crate::config::load(config, defaults) {
+                files.extend(plugins.into_iter().map(|plugin| plugin.file));
+            }
+        }
+        files
+    }
 }
 
 /// A command line wexec refuses to start with. Messages are PROTOCOL §3.1's texts.
@@ -145,6 +188,11 @@ impl Options {
             .collect::<Result<Vec<_>, _>>()?;
         let fs_roots = self.canonical_fs_roots()?;
         let plugins = self.plugin_specs(&fs_roots, &allow_hosts)?;
+        let reload = self.config.as_ref().map(|_| ReloadSource {
+            options: self.clone(),
+            fs_roots: fs_roots.clone(),
+            allow_hosts: allow_hosts.clone(),
+        });
         Ok(Settings {
             listen,
             token,
@@ -152,6 +200,7 @@ impl Options {
             fs_roots,
             allow_hosts,
             plugins,
+            reload,
         })
     }
 

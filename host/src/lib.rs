@@ -23,6 +23,7 @@ mod config;
 mod environment;
 mod grants;
 mod path_uri;
+pub mod plugin_tool;
 mod process;
 pub mod protocol;
 mod rpc;
@@ -33,7 +34,7 @@ mod transport;
 
 use std::future::Future;
 
-pub use cli::{Listen, Options, Settings, StartupError};
+pub use cli::{Command, Listen, Options, Settings, StartupError};
 pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};
 pub use rpc::parse::{MAX_JSON_VALUES, Malformed, parse_message};
 pub use rpc::{MAX_MESSAGE_BYTES, RequestId, RpcError};

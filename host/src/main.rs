@@ -14,6 +14,18 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
+    if let Some(wexec::Command::Plugin(command)) = options.command {
+        return match tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(wexec::plugin_tool::run(command)),
+            Err(err) => {
+                eprintln!("wexec: cannot start the async runtime: {err}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let settings = match options.settings() {
         Ok(settings) => settings,
         Err(err) => {

@@ -14,13 +14,15 @@ mod cache;
 mod environment;
 pub mod filesystem;
 pub mod http;
+pub mod inspect;
 mod limits;
 mod log;
 mod responder;
 mod state;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -53,7 +55,7 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 const INSTANCE_SLOTS: u32 = 1_000;
 
 /// Names a plugin may not take: they belong to wexec's own method families.
-const RESERVED_NAMES: [&str; 9] = [
+pub(crate) const RESERVED_NAMES: [&str; 9] = [
     "fs",
     "http",
     "plugin",
@@ -66,7 +68,7 @@ const RESERVED_NAMES: [&str; 9] = [
 ];
 
 /// What to load.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginSpec {
     /// Where the component came from, for error messages (a path, or `built-in fs`).
     pub origin: String,
@@ -80,11 +82,11 @@ pub struct PluginSpec {
     pub builtin: bool,
 }
 
-/// A loaded plugin.
-#[derive(Debug)]
+/// A loaded plugin. Calls hold an `Arc` of it, so a call in flight finishes on the version it
+/// started with even if a reload replaces it.
 pub struct LoadedPlugin {
-    /// Position in the runtime's list.
-    pub index: usize,
+    /// Unique per load (a reloaded plugin gets a new one): keys idle instances.
+    pub generation: u64,
     /// Its name.
     pub name: String,
     /// Its version.
@@ -95,10 +97,24 @@ pub struct LoadedPlugin {
     pub grants: Grants,
     /// Its limits.
     pub limits: Limits,
+    /// What it was loaded from (a reload reuses the plugin when this is unchanged).
+    source: PluginSpec,
     /// The capabilities it declared.
     capabilities: Vec<Capability>,
     /// Its filesystem roots, opened.
     roots: filesystem::Roots,
+    /// Linked and ready to instantiate.
+    pre: bindings::PluginPre<HostState>,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
 }
 
 impl LoadedPlugin {
@@ -145,17 +161,23 @@ pub struct Shared {
     pub http: http::Client,
 }
 
-struct Prepared {
-    plugin: Arc<LoadedPlugin>,
-    pre: bindings::PluginPre<HostState>,
+/// The plugins in service, swapped whole by a reload.
+#[derive(Default)]
+struct Table {
+    plugins: Vec<Arc<LoadedPlugin>>,
+    by_method: HashMap<String, usize>,
 }
 
 /// The runtime.
 pub struct Runtime {
     engine: Engine,
-    plugins: Vec<Prepared>,
-    by_method: HashMap<String, usize>,
+    linker: Linker<HostState>,
+    /// The largest memory limit the engine was configured for.
+    max_memory: usize,
+    table: RwLock<Arc<Table>>,
     shared: Arc<Shared>,
+    /// Serializes reloads.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -185,90 +207,135 @@ impl Runtime {
             plugins: Mutex::new(Vec::new()),
             http: http::Client::new().map_err(|err| LoadError::Engine(err.to_string()))?,
         });
-        let cache_dir = cache::default_dir();
-        let mut plugins: Vec<Prepared> = Vec::new();
-        let mut by_method: HashMap<String, usize> = HashMap::new();
+        let runtime = Self {
+            engine,
+            linker,
+            max_memory,
+            table: RwLock::default(),
+            shared,
+            reloading: tokio::sync::Mutex::new(()),
+        };
+        let mut plugins = Vec::with_capacity(specs.len());
         for spec in specs {
-            // Some causes (wasmparser's) span lines; a startup error reads best on one.
-            let invalid = |reason: String| LoadError::Invalid {
-                origin: spec.origin.clone(),
-                reason: reason.split_whitespace().collect::<Vec<_>>().join(" "),
-            };
-            let component = cache::load_or_compile(&engine, &spec.bytes, cache_dir.as_deref())
-                .map_err(|err| invalid(format!("not a valid WebAssembly component: {err:#}")))?;
-            let pre = linker
-                .instantiate_pre(&component)
-                .and_then(bindings::PluginPre::new)
-                .map_err(|err| {
-                    invalid(format!(
-                        "does not fit wexec's plugin contract wexec:plugin@{CONTRACT_VERSION}: {err:#}"
-                    ))
-                })?;
-            let info = describe(&engine, &pre, &spec, &shared)
-                .await
-                .map_err(invalid)?;
-            let index = plugins.len();
-            let plugin = validate(index, info, &spec).map_err(invalid)?;
-            for method in &plugin.methods {
-                if let Some(&first) = by_method.get(method) {
-                    return Err(LoadError::Clash {
-                        method: method.clone(),
-                        first: plugins[first].plugin.name.clone(),
-                        second: plugin.name.clone(),
-                    });
-                }
-                by_method.insert(method.clone(), index);
-            }
-            if let Some(other) = plugins
-                .iter()
-                .find(|other| other.plugin.name == plugin.name)
-            {
-                return Err(invalid(format!(
-                    "a plugin named {} is already loaded",
-                    other.plugin.name
-                )));
-            }
+            let plugin = runtime.prepare(spec).await?;
             tracing::info!(
                 plugin = plugin.name,
                 version = plugin.version,
-                origin = spec.origin,
+                origin = plugin.source.origin,
                 "plugin loaded"
             );
-            plugins.push(Prepared {
-                plugin: Arc::new(plugin),
-                pre,
-            });
+            plugins.push(plugin);
         }
-        let runtime = Self {
-            engine,
-            plugins,
-            by_method,
-            shared,
-        };
-        *runtime
-            .shared
-            .plugins
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = runtime.summaries();
+        runtime.install(assemble(plugins)?);
         start_epoch_ticker(runtime.engine.clone());
         Ok(runtime)
     }
 
+    /// Replaces the plugins with `specs` atomically: unchanged ones (same file contents, grants
+    /// and limits) are kept as they are, changed ones are compiled, described and validated.
+    /// Any failure leaves the running plugins untouched. Calls in flight finish on the version
+    /// they started with; new calls use the new one. Returns the names of the plugins that
+    /// changed (loaded, replaced or removed).
+    pub async fn reload(&self, specs: Vec<PluginSpec>) -> Result<Vec<String>, LoadError> {
+        let _one_at_a_time = self.reloading.lock().await;
+        let current = self.table();
+        let mut plugins = Vec::with_capacity(specs.len());
+        let mut changed = Vec::new();
+        for spec in specs {
+            let kept = current
+                .plugins
+                .iter()
+                .find(|plugin| plugin.source == spec)
+                .cloned();
+            match kept {
+                Some(plugin) => plugins.push(plugin),
+                None => {
+                    if spec.limits.memory_bytes > self.max_memory {
+                        return Err(LoadError::Invalid {
+                            origin: spec.origin,
+                            reason: format!(
+                                "its memory limit of {} bytes exceeds the {} bytes wexec was started with; restart wexec to raise it",
+                                spec.limits.memory_bytes, self.max_memory
+                            ),
+                        });
+                    }
+                    let plugin = self.prepare(spec).await?;
+                    changed.push(plugin.name.clone());
+                    plugins.push(plugin);
+                }
+            }
+        }
+        for old in &current.plugins {
+            if !plugins.iter().any(|plugin| Arc::ptr_eq(plugin, old))
+                && !changed.contains(&old.name)
+            {
+                changed.push(old.name.clone());
+            }
+        }
+        let table = assemble(plugins)?;
+        if !changed.is_empty() {
+            self.install(table);
+        }
+        Ok(changed)
+    }
+
+    /// Compiles (or loads from the cache), links, describes and validates one plugin.
+    async fn prepare(&self, spec: PluginSpec) -> Result<Arc<LoadedPlugin>, LoadError> {
+        // Some causes (wasmparser's) span lines; a startup error reads best on one.
+        let invalid = |reason: String| LoadError::Invalid {
+            origin: spec.origin.clone(),
+            reason: reason.split_whitespace().collect::<Vec<_>>().join(" "),
+        };
+        let component =
+            cache::load_or_compile(&self.engine, &spec.bytes, cache::default_dir().as_deref())
+                .map_err(|err| invalid(format!("not a valid WebAssembly component: {err:#}")))?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(bindings::PluginPre::new)
+            .map_err(|err| {
+                invalid(format!(
+                    "does not fit wexec's plugin contract wexec:plugin@{CONTRACT_VERSION}: {err:#}"
+                ))
+            })?;
+        let info = describe(&self.engine, &pre, &spec, &self.shared)
+            .await
+            .map_err(invalid)?;
+        let plugin = validate(info, &spec, pre).map_err(invalid)?;
+        Ok(Arc::new(plugin))
+    }
+
+    fn install(&self, table: Table) {
+        *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        *self
+            .shared
+            .plugins
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = self.summaries();
+    }
+
+    fn table(&self) -> Arc<Table> {
+        Arc::clone(&self.table.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
     /// The plugin serving `method`, if any.
-    pub fn plugin_for(&self, method: &str) -> Option<&Arc<LoadedPlugin>> {
-        self.by_method
+    pub fn plugin_for(&self, method: &str) -> Option<Arc<LoadedPlugin>> {
+        let table = self.table();
+        table
+            .by_method
             .get(method)
-            .map(|&index| &self.plugins[index].plugin)
+            .map(|&index| Arc::clone(&table.plugins[index]))
     }
 
     /// Every loaded plugin, in load order.
-    pub fn plugins(&self) -> impl Iterator<Item = &Arc<LoadedPlugin>> {
-        self.plugins.iter().map(|prepared| &prepared.plugin)
+    pub fn plugins(&self) -> Vec<Arc<LoadedPlugin>> {
+        self.table().plugins.clone()
     }
 
     /// Name, version and methods of every plugin.
     pub fn summaries(&self) -> Vec<PluginSummary> {
         self.plugins()
+            .iter()
             .map(|plugin| PluginSummary {
                 name: plugin.name.clone(),
                 version: plugin.version.clone(),
@@ -286,7 +353,7 @@ impl Runtime {
         params: &str,
         call: CallContext,
     ) -> RpcResult {
-        let mut instance = match pool.take(plugin.index) {
+        let mut instance = match pool.take(plugin) {
             Some(instance) => instance,
             None => self.instantiate(plugin).await?,
         };
@@ -301,7 +368,7 @@ impl Runtime {
         instance.store.data_mut().call = None;
         match outcome {
             Ok(Ok(json)) => {
-                pool.put(plugin.index, instance);
+                pool.put(plugin, instance);
                 // Leave room for the reply's envelope.
                 if json.len() > crate::rpc::MAX_MESSAGE_BYTES - 1024 {
                     return Err(plugin_failed(
@@ -316,7 +383,7 @@ impl Runtime {
                     .map_err(|err| plugin_failed(plugin, &format!("its result is not JSON: {err}")))
             }
             Ok(Err(error)) => {
-                pool.put(plugin.index, instance);
+                pool.put(plugin, instance);
                 Err(responder::from_wit(error))
             }
             // The instance is dropped here: never reused after a trap or a limit.
@@ -333,14 +400,13 @@ impl Runtime {
             reply: None,
             handles: Arc::default(),
         };
-        self.call(plugin, &InstancePool::default(), method, "null", call)
+        self.call(&plugin, &InstancePool::default(), method, "null", call)
             .await
     }
 
     async fn instantiate(&self, plugin: &Arc<LoadedPlugin>) -> Result<Instance, RpcError> {
-        let prepared = &self.plugins[plugin.index];
         let mut store = new_store(&self.engine, Arc::clone(plugin), Arc::clone(&self.shared));
-        let bindings = prepared
+        let bindings = plugin
             .pre
             .instantiate_async(&mut store)
             .await
@@ -410,14 +476,16 @@ async fn describe(
     shared: &Arc<Shared>,
 ) -> Result<PluginInfo, String> {
     let placeholder = Arc::new(LoadedPlugin {
-        index: usize::MAX,
+        generation: 0,
         name: spec.origin.clone(),
         version: String::new(),
         methods: Vec::new(),
         grants: Grants::default(),
         limits: spec.limits,
+        source: spec.clone(),
         capabilities: Vec::new(),
         roots: filesystem::Roots::default(),
+        pre: pre.clone(),
     });
     let mut store = new_store(engine, placeholder, Arc::clone(shared));
     store.data_mut().clock.start();
@@ -433,7 +501,20 @@ async fn describe(
         .map_err(|err| format!("describe failed: {err:#}"))
 }
 
-fn validate(index: usize, info: PluginInfo, spec: &PluginSpec) -> Result<LoadedPlugin, String> {
+/// `[a-z][a-z0-9-]{0,31}`.
+pub(crate) fn valid_plugin_name(name: &str) -> bool {
+    name.len() <= 32
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+fn validate(
+    info: PluginInfo,
+    spec: &PluginSpec,
+    pre: bindings::PluginPre<HostState>,
+) -> Result<LoadedPlugin, String> {
     if info.contract != CONTRACT_VERSION {
         return Err(format!(
             "was built against plugin contract {}, but this wexec implements {CONTRACT_VERSION}",
@@ -441,12 +522,7 @@ fn validate(index: usize, info: PluginInfo, spec: &PluginSpec) -> Result<LoadedP
         ));
     }
     let name = &info.name;
-    let valid_name = name.len() <= 32
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !valid_name {
+    if !valid_plugin_name(name) {
         return Err(format!(
             "plugin name `{name}` must match [a-z][a-z0-9-]{{0,31}}"
         ));
@@ -479,16 +555,46 @@ fn validate(index: usize, info: PluginInfo, spec: &PluginSpec) -> Result<LoadedP
     );
     let roots = filesystem::Roots::open(&grants.fs_roots)
         .map_err(|err| format!("cannot open its filesystem roots: {err}"))?;
+    static GENERATIONS: AtomicU64 = AtomicU64::new(1);
     Ok(LoadedPlugin {
-        index,
+        generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
         name: info.name,
         version: info.version,
         methods: info.methods,
         grants,
         limits: spec.limits,
+        source: spec.clone(),
         capabilities: info.capabilities,
         roots,
+        pre,
     })
+}
+
+/// Builds the method table, refusing duplicate names and methods claimed twice.
+fn assemble(plugins: Vec<Arc<LoadedPlugin>>) -> Result<Table, LoadError> {
+    let mut by_method: HashMap<String, usize> = HashMap::new();
+    for (index, plugin) in plugins.iter().enumerate() {
+        for method in &plugin.methods {
+            if let Some(&first) = by_method.get(method) {
+                return Err(LoadError::Clash {
+                    method: method.clone(),
+                    first: plugins[first].name.clone(),
+                    second: plugin.name.clone(),
+                });
+            }
+            by_method.insert(method.clone(), index);
+        }
+        if let Some(other) = plugins[..index]
+            .iter()
+            .find(|other| other.name == plugin.name)
+        {
+            return Err(LoadError::Invalid {
+                origin: plugin.source.origin.clone(),
+                reason: format!("a plugin named {} is already loaded", other.name),
+            });
+        }
+    }
+    Ok(Table { plugins, by_method })
 }
 
 /// -32603 `plugin <name> failed: <reason>`.
@@ -537,7 +643,8 @@ struct Instance {
 /// A session's idle instances, per plugin. Dropped with the session.
 #[derive(Default)]
 pub struct InstancePool {
-    idle: Mutex<HashMap<usize, Vec<Instance>>>,
+    /// By plugin name: the generation the instances belong to, and the instances.
+    idle: Mutex<HashMap<String, (u64, Vec<Instance>)>>,
 }
 
 impl std::fmt::Debug for InstancePool {
@@ -547,12 +654,16 @@ impl std::fmt::Debug for InstancePool {
 }
 
 impl InstancePool {
-    fn take(&self, plugin: usize) -> Option<Instance> {
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(&plugin)
-            .and_then(Vec::pop)
+    /// An idle instance of exactly this load of `plugin`; instances of a version a reload
+    /// replaced are dropped.
+    fn take(&self, plugin: &LoadedPlugin) -> Option<Instance> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let (generation, instances) = idle.get_mut(&plugin.name)?;
+        if *generation != plugin.generation {
+            instances.clear();
+            return None;
+        }
+        instances.pop()
     }
 
     /// Drops every idle instance (the session ended).
@@ -563,9 +674,19 @@ impl InstancePool {
             .clear();
     }
 
-    fn put(&self, plugin: usize, instance: Instance) {
+    fn put(&self, plugin: &LoadedPlugin, instance: Instance) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let instances = idle.entry(plugin).or_default();
+        let (generation, instances) = idle
+            .entry(plugin.name.clone())
+            .or_insert_with(|| (plugin.generation, Vec::new()));
+        if *generation != plugin.generation {
+            // An old version's call finishing after a reload: its instance is not reused.
+            if plugin.generation < *generation {
+                return;
+            }
+            *generation = plugin.generation;
+            instances.clear();
+        }
         if instances.len() < IDLE_INSTANCES_PER_PLUGIN {
             instances.push(instance);
         }

@@ -3,6 +3,7 @@
 pub mod dispatch;
 pub mod handlers;
 pub mod processor;
+pub mod reload;
 pub mod router;
 pub mod session;
 
@@ -37,34 +38,56 @@ pub struct ServerState {
     pub sessions: Arc<SessionRegistry>,
     /// The plugins and their runtime.
     pub runtime: Runtime,
-    /// `environmentInfo`, as the `env` plugin reported it at startup; embedded in every
-    /// `initialize` result.
-    environment_info: Box<RawValue>,
+    /// `environmentInfo` as the `env` plugin reports it, embedded in the `initialize` result
+    /// of new sessions; refreshed after a plugin reload.
+    environment_info: std::sync::RwLock<Box<RawValue>>,
 }
 
 impl ServerState {
     /// State for a server started with `settings`: gathers the host facts and loads every
-    /// plugin (a plugin that cannot be loaded stops wexec before it serves anyone).
+    /// plugin (a plugin that cannot be loaded stops wexec before it serves anyone). With
+    /// `--config`, starts watching for plugin reloads.
     pub async fn new(settings: Settings) -> Result<Arc<Self>, LoadError> {
         let environment = Arc::new(EnvironmentFacts::gather());
         let runtime = Runtime::load(settings.plugins, environment).await?;
-        let environment_info = runtime
+        let environment_info = Self::query_environment_info(&runtime).await?;
+        let server = Arc::new(Self {
+            sessions: SessionRegistry::new(settings.detach_ttl),
+            runtime,
+            environment_info: std::sync::RwLock::new(environment_info),
+        });
+        if let Some(source) = settings.reload {
+            reload::spawn_watcher(Arc::clone(&server), source);
+        }
+        Ok(server)
+    }
+
+    async fn query_environment_info(runtime: &Runtime) -> Result<Box<RawValue>, LoadError> {
+        runtime
             .call_internal(protocol::ENVIRONMENT_INFO)
             .await
             .map_err(|err| LoadError::Invalid {
                 origin: "built-in env".into(),
                 reason: format!("environment/info failed: {}", err.message),
-            })?;
-        Ok(Arc::new(Self {
-            sessions: SessionRegistry::new(settings.detach_ttl),
-            runtime,
-            environment_info,
-        }))
+            })
     }
 
     /// `environmentInfo` for `initialize`: the same object `environment/info` returns.
-    pub fn environment_info(&self) -> &RawValue {
-        &self.environment_info
+    pub fn environment_info(&self) -> Box<RawValue> {
+        self.environment_info
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Recomputes what new sessions' `initialize` embeds (the plugin list changed).
+    pub async fn refresh_environment_info(&self) -> Result<(), LoadError> {
+        let info = Self::query_environment_info(&self.runtime).await?;
+        *self
+            .environment_info
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = info;
+        Ok(())
     }
 
     /// Ends every session, terminating and waiting for every process (wexec is exiting).

@@ -306,7 +306,7 @@ impl Processor {
             None => sessions.open(connection.id, connection.outbound.clone(), |session_id| {
                 to_result(&InitializeResponse {
                     session_id: session_id.to_owned(),
-                    environment_info: self.server.environment_info().to_owned(),
+                    environment_info: self.server.environment_info(),
                 })
             })?,
         };

@@ -23,7 +23,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
     };
     runtime
         .call(
-            plugin,
+            &plugin,
             ctx.session.session().instances(),
             &ctx.method,
             &params.to_string(),
@@ -39,6 +39,7 @@ pub async fn list(ctx: RequestContext, params: Value) -> RpcResult {
         .server
         .runtime
         .plugins()
+        .iter()
         .map(|plugin| PluginListing {
             name: plugin.name.clone(),
             version: plugin.version.clone(),

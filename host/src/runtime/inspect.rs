@@ -1,0 +1,160 @@
+//! What `wexec plugin inspect` reports: a component's declared identity, methods and
+//! capability requests, the WIT packages it was built against, and whether this wexec would
+//! load it (the same checks as startup, without grants).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use wasmtime::component::Component;
+
+use super::bindings::wexec::plugin::types::Capability;
+use super::{
+    CONTRACT_VERSION, Limits, LoadError, PluginSpec, Shared, bindings, describe, engine, http,
+    linker, start_epoch_ticker, validate,
+};
+use crate::environment::EnvironmentFacts;
+use crate::grants::Grants;
+
+/// The report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inspection {
+    /// WIT packages in the component's imports and exports (`wexec:plugin@0.1.0`,
+    /// `wasi:io@0.2.6`, ...).
+    pub packages: BTreeSet<String>,
+    /// What `describe` returned, when the component could be instantiated.
+    pub described: Option<Described>,
+    /// `Ok` when this wexec would load it, else why not.
+    pub verdict: Result<(), String>,
+}
+
+/// A plugin's self-description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    /// Name.
+    pub name: String,
+    /// Version.
+    pub version: String,
+    /// The contract version it reports.
+    pub contract: String,
+    /// Methods.
+    pub methods: Vec<String>,
+    /// Requested capabilities (`filesystem`, `http`, `environment-vars`).
+    pub capabilities: Vec<&'static str>,
+    /// Requested environment variables.
+    pub env_vars: Vec<String>,
+}
+
+/// Inspects `bytes` (from `origin`, for messages).
+pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadError> {
+    let limits = Limits::default();
+    let engine =
+        engine(limits.memory_bytes).map_err(|err| LoadError::Engine(format!("{err:#}")))?;
+    let component = match Component::new(&engine, &bytes) {
+        Ok(component) => component,
+        Err(err) => {
+            return Ok(Inspection {
+                packages: BTreeSet::new(),
+                described: None,
+                verdict: Err(one_line(format!(
+                    "not a valid WebAssembly component: {err:#}"
+                ))),
+            });
+        }
+    };
+    let kind = component.component_type();
+    let packages = (kind.imports(&engine).map(|(name, _)| name))
+        .chain(kind.exports(&engine).map(|(name, _)| name))
+        .filter_map(package_of)
+        .collect();
+    let linker = linker(&engine).map_err(|err| LoadError::Engine(format!("{err:#}")))?;
+    let pre = match linker
+        .instantiate_pre(&component)
+        .and_then(bindings::PluginPre::new)
+    {
+        Ok(pre) => pre,
+        Err(err) => {
+            let reason = format!(
+                "does not fit wexec's plugin contract wexec:plugin@{CONTRACT_VERSION}: {err:#}"
+            );
+            return Ok(Inspection {
+                packages,
+                described: None,
+                verdict: Err(one_line(reason)),
+            });
+        }
+    };
+    let shared = Arc::new(Shared {
+        facts: Arc::new(EnvironmentFacts::gather()),
+        plugins: Mutex::new(Vec::new()),
+        http: http::Client::new().map_err(|err| LoadError::Engine(err.to_string()))?,
+    });
+    let spec = PluginSpec {
+        origin: origin.to_owned(),
+        bytes,
+        grants: Grants::default(),
+        limits,
+        builtin: false,
+    };
+    start_epoch_ticker(engine.clone());
+    let info = match describe(&engine, &pre, &spec, &shared).await {
+        Ok(info) => info,
+        Err(reason) => {
+            return Ok(Inspection {
+                packages,
+                described: None,
+                verdict: Err(one_line(reason)),
+            });
+        }
+    };
+    let described = Described {
+        name: info.name.clone(),
+        version: info.version.clone(),
+        contract: info.contract.clone(),
+        methods: info.methods.clone(),
+        capabilities: (info.capabilities.iter())
+            .map(|capability| match capability {
+                Capability::Filesystem => "filesystem",
+                Capability::Http => "http",
+                Capability::EnvironmentVars => "environment-vars",
+            })
+            .collect(),
+        env_vars: info.env_vars.clone(),
+    };
+    let verdict = validate(info, &spec, pre).map(drop).map_err(one_line);
+    Ok(Inspection {
+        packages,
+        described: Some(described),
+        verdict,
+    })
+}
+
+/// `wexec:plugin/log@0.1.0` → `wexec:plugin@0.1.0`; names without a package give `None`.
+fn package_of(name: &str) -> Option<String> {
+    let (path, version) = name.split_once('@')?;
+    let package = path.split('/').next()?;
+    package
+        .contains(':')
+        .then(|| format!("{package}@{version}"))
+}
+
+fn one_line(text: String) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packages_come_from_interface_names() {
+        assert_eq!(
+            package_of("wexec:plugin/log@0.1.0").as_deref(),
+            Some("wexec:plugin@0.1.0")
+        );
+        assert_eq!(
+            package_of("wasi:cli/environment@0.2.6").as_deref(),
+            Some("wasi:cli@0.2.6")
+        );
+        assert_eq!(package_of("plain"), None);
+    }
+}
