@@ -1,6 +1,6 @@
 //! Builds the test guests (`plugins/test-guests/*`) and the example plugins
 //! (`plugins/examples/*`) for `wasm32-wasip2` and tells the tests where they are
-//! (`WEXEC_PROBE_WASM`, `WEXEC_HELLO_WASM`). A nested cargo with its own target directory, as
+//! (`WEXEC_PROBE_WASM`, `WEXEC_HELLO_WASM`, `WEXEC_GREP_WASM`). A nested cargo with its own target directory, as
 //! wasmtime builds its test programs, so it never waits on the outer build's lock.
 
 use std::path::PathBuf;
@@ -25,6 +25,8 @@ fn main() {
             "wexec-probe",
             "-p",
             "wexec-example-hello",
+            "-p",
+            "wexec-example-grep",
             "--target-dir",
         ])
         .arg(&target_dir)
@@ -51,4 +53,6 @@ fn main() {
     println!("cargo:rustc-env=WEXEC_PROBE_WASM={}", wasm.display());
     let hello = wasm.with_file_name("wexec_example_hello.wasm");
     println!("cargo:rustc-env=WEXEC_HELLO_WASM={}", hello.display());
+    let grep = wasm.with_file_name("wexec_example_grep.wasm");
+    println!("cargo:rustc-env=WEXEC_GREP_WASM={}", grep.display());
 }

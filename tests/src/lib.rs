@@ -31,6 +31,9 @@ pub const PROBE_WASM: &str = env!("WEXEC_PROBE_WASM");
 /// The `hello` example plugin (`plugins/examples/hello`), built by `build.rs`.
 pub const HELLO_WASM: &str = env!("WEXEC_HELLO_WASM");
 
+/// The `grep` example plugin (`plugins/examples/grep`), built by `build.rs`.
+pub const GREP_WASM: &str = env!("WEXEC_GREP_WASM");
+
 /// The longest any single wait in a test may take.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 

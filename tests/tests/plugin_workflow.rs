@@ -331,3 +331,33 @@ async fn a_scaffold_builds_with_cargo_component_too() {
         .unwrap();
     assert_eq!(reply, json!({"text": "wasip1", "length": 6}));
 }
+
+#[tokio::test]
+async fn sighup_reloads_the_configured_plugins() {
+    let work = TempDir::new();
+    let config = work.path().join("wexec.toml");
+    let hello = work.path().join("hello.wasm");
+    std::fs::copy(wexec_tests::HELLO_WASM, &hello).unwrap();
+    std::fs::write(&config, "[[plugins]]\nfile = \"hello.wasm\"\n").unwrap();
+    let (server, mut client) = wexec_tests::spawn_stdio_with(wexec_tests::command(&[
+        "--config",
+        config.to_str().unwrap(),
+    ]));
+    client.handshake().await;
+    server.kill_with("HUP").await;
+    let deadline = Instant::now() + TIMEOUT;
+    while !server
+        .stderr()
+        .contains("plugin reload (SIGHUP): nothing changed")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no reload logged:\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Still serving, same session.
+    let reply = client.call("hello/greet", json!({"name": "again"})).await;
+    assert_eq!(reply["greeting"], "Hello, again!");
+}
