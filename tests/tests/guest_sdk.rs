@@ -71,7 +71,23 @@ async fn the_bundled_plugins_built_on_the_sdk_still_serve_their_families() {
         .map(|plugin| plugin.name.as_str())
         .collect();
     assert_eq!(names, ["fs", "http", "env"]);
-    assert!(info.capabilities["sandboxedFileStreaming"]);
+    // Exactly PROTOCOL §7.4's flags.
+    let flags: Vec<(&str, bool)> = (info.capabilities.iter())
+        .map(|(name, value)| (name.as_str(), *value))
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            ("capabilityDiscoverySandbox", false),
+            ("environmentConfigRead", false),
+            ("fileWriteStreaming", true),
+            ("httpHeaderEnvVars", false),
+            ("networkProxyLaunch", false),
+            ("sandboxedFileStreaming", true),
+            ("shellSnapshotV2", false),
+            ("windowsMxc", false),
+        ]
+    );
 }
 
 #[tokio::test]

@@ -51,7 +51,7 @@ fn info() -> Value {
             "sandboxedFileStreaming": true,
             "fileWriteStreaming": true,
             "networkProxyLaunch": false,
-            "capabilityDiscoverSandbox": false,
+            "capabilityDiscoverySandbox": false,
             "environmentConfigRead": false,
             "httpHeaderEnvVars": false,
             "shellSnapshotV2": false,
