@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wexec::client::{Client, ClientOptions, StdioCommand};
+use wexec::client::{Client, ClientOptions};
 
 const WARMUP: usize = 1_000;
 const REQUESTS: usize = 10_000;
@@ -42,13 +42,7 @@ async fn main() {
         command
     });
     raw.handshake().await;
-    let cache = wexec_tests::wexec_bin()
-        .parent()
-        .map(|dir| dir.join("test-cache"))
-        .unwrap_or_default();
-    let command = StdioCommand::new(wexec_tests::wexec_bin())
-        .env("XDG_CACHE_HOME", cache.display().to_string())
-        .env("RUST_LOG", "warn");
+    let command = wexec_tests::client_command(&[]);
     let client = Client::connect_stdio(command, ClientOptions::new("status_rtt"))
         .await
         .expect("connect");

@@ -67,14 +67,27 @@ pub struct Server {
     pub url: Option<String>,
 }
 
+/// Where tests cache compiled plugins: beside the build, not in the user's home.
+pub fn plugin_cache() -> PathBuf {
+    wexec_bin()
+        .parent()
+        .map(|dir| dir.join("test-cache"))
+        .unwrap_or_default()
+}
+
+/// The wexec binary with `args` as a [`wexec::client::StdioCommand`], for tests that drive it
+/// through the Rust client; logs warnings and errors to the test's stderr.
+pub fn client_command(args: &[&str]) -> wexec::client::StdioCommand {
+    wexec::client::StdioCommand::new(wexec_bin())
+        .args(args.iter().copied())
+        .env("XDG_CACHE_HOME", plugin_cache().display().to_string())
+        .env("RUST_LOG", "wexec=warn")
+}
+
 /// A `Command` for wexec with `args`, in `cwd`, logging at debug level to stderr.
 pub fn command(args: &[&str]) -> Command {
     let mut command = Command::new(wexec_bin());
-    // Compiled plugins are cached beside the build, not in the user's home.
-    let cache = wexec_bin()
-        .parent()
-        .map(|dir| dir.join("test-cache"))
-        .unwrap_or_default();
+    let cache = plugin_cache();
     command
         .args(args)
         .env("XDG_CACHE_HOME", cache)

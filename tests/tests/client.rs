@@ -15,18 +15,10 @@ use wexec::client::{
 use wexec::protocol::{
     FsOpenMode, FsOpenParams, FsPathParams, HttpRequestParams, OutputStream, ProcessStartParams,
 };
-use wexec_tests::{TIMEOUT, TempDir, http_server, spawn_websocket, wexec_bin};
+use wexec_tests::{TIMEOUT, TempDir, http_server, spawn_websocket};
 
-/// wexec with `args`, caching compiled plugins beside the build like the harness does.
 fn wexec(args: &[&str]) -> StdioCommand {
-    let cache = wexec_bin()
-        .parent()
-        .map(|dir| dir.join("test-cache"))
-        .unwrap_or_default();
-    StdioCommand::new(wexec_bin())
-        .args(args.iter().copied())
-        .env("XDG_CACHE_HOME", cache.display().to_string())
-        .env("RUST_LOG", "wexec=warn")
+    wexec_tests::client_command(args)
 }
 
 fn argv(args: &[&str]) -> Vec<String> {

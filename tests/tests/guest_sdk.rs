@@ -8,18 +8,11 @@
 )]
 
 use serde_json::{Value, json};
-use wexec::client::{Client, ClientOptions, StdioCommand};
-use wexec_tests::{GREP_WASM, HELLO_WASM, TempDir, wexec_bin};
+use wexec::client::{Client, ClientOptions};
+use wexec_tests::{GREP_WASM, HELLO_WASM, TempDir};
 
 async fn connect(args: &[&str]) -> Client {
-    let cache = wexec_bin()
-        .parent()
-        .map(|dir| dir.join("test-cache"))
-        .unwrap_or_default();
-    let command = StdioCommand::new(wexec_bin())
-        .args(args.iter().copied())
-        .env("XDG_CACHE_HOME", cache.display().to_string())
-        .env("RUST_LOG", "wexec=warn");
+    let command = wexec_tests::client_command(args);
     Client::connect_stdio(command, ClientOptions::new("guest-sdk-test"))
         .await
         .unwrap()

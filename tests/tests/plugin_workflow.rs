@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wexec::client::{Client, ClientOptions, StdioCommand};
+use wexec::client::{Client, ClientOptions};
 use wexec::protocol::ProcessStartParams;
 use wexec_tests::{TIMEOUT, TempDir, wexec_bin};
 
@@ -63,14 +63,7 @@ fn deploy(from: &Path, to: &Path) {
 }
 
 async fn connect(config: &Path) -> Client {
-    let cache = wexec_bin()
-        .parent()
-        .map(|dir| dir.join("test-cache"))
-        .unwrap_or_default();
-    let command = StdioCommand::new(wexec_bin())
-        .args(["--config", config.to_str().unwrap()])
-        .env("XDG_CACHE_HOME", cache.display().to_string())
-        .env("RUST_LOG", "wexec=warn");
+    let command = wexec_tests::client_command(&["--config", config.to_str().unwrap()]);
     Client::connect_stdio(command, ClientOptions::new("workflow-test"))
         .await
         .unwrap()
