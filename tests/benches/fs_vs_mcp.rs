@@ -171,11 +171,15 @@ fn main() {
     let wexec_median = wexec.sequential("fs/readFile", &read);
     let wexec_status = wexec.sequential("environment/status", &json!({}));
     let wexec_rate = wexec.pipelined("fs/readFile", &read);
+    // The floor of this client and this machine: `cat` echoes each request line, and the
+    // echoed request passes for its reply.
+    let floor = Peer::spawn(Command::new("cat")).sequential("ping", &json!({}));
     println!(
-        "wexec fs/readFile 4 KiB: median {:.1} µs sequential, {:.0} req/s pipelined ({PIPELINED} requests); environment/status (native, the transport floor) median {:.1} µs",
+        "wexec fs/readFile 4 KiB: median {:.1} µs sequential, {:.0} req/s pipelined ({PIPELINED} requests); environment/status (native) median {:.1} µs; pipe round trip through `cat` median {:.1} µs",
         micros(wexec_median),
         wexec_rate,
-        micros(wexec_status)
+        micros(wexec_status),
+        micros(floor)
     );
 
     let Some(server) = std::env::var_os("MCP_FS_SERVER") else {

@@ -13,8 +13,9 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
@@ -54,6 +55,10 @@ type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// The dispatcher of one connection.
 pub struct Dispatcher {
     lanes: Arc<Lanes>,
+    slots: Arc<Semaphore>,
+    /// Jobs handed to the granter and not yet started: while any is, no job may start on the
+    /// fast path (it would overtake them).
+    queued: Arc<AtomicUsize>,
     /// Set when the connection is gone: jobs still waiting for a slot are dropped unrun.
     abandoned: Arc<AtomicBool>,
     waiting: mpsc::Sender<Job>,
@@ -68,21 +73,28 @@ impl Dispatcher {
         let slots = Arc::new(Semaphore::new(MAX_EXECUTING));
         let (waiting, mut queue) = mpsc::channel::<Job>(MAX_WAITING);
         let abandoned = Arc::new(AtomicBool::new(false));
-        let granter_abandoned = Arc::clone(&abandoned);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (granter_abandoned, granter_slots, granter_queued) = (
+            Arc::clone(&abandoned),
+            Arc::clone(&slots),
+            Arc::clone(&queued),
+        );
         tokio::spawn(async move {
             while let Some(job) = queue.recv().await {
-                let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+                let Ok(slot) = Arc::clone(&granter_slots).acquire_owned().await else {
                     return;
                 };
-                if granter_abandoned.load(Ordering::Acquire) {
-                    continue;
+                if !granter_abandoned.load(Ordering::Acquire) {
+                    tokio::spawn(run_with_slot(job, slot));
                 }
-                tokio::spawn(run_with_slot(job, slot));
+                granter_queued.fetch_sub(1, Ordering::AcqRel);
             }
         });
         let (in_flight, all_done) = mpsc::channel(1);
         Self {
             lanes: Arc::new(Lanes::default()),
+            slots,
+            queued,
             abandoned,
             waiting,
             in_flight,
@@ -90,10 +102,28 @@ impl Dispatcher {
         }
     }
 
-    /// Schedules `job`. Its lane position is taken now; `exempt` jobs start at once, others
-    /// wait for a slot (and this call waits while the waiting queue is full: back-pressure).
+    /// Schedules `job` as a task. Its lane position is taken now; `exempt` jobs start at once,
+    /// others wait for a slot (and this call waits while the waiting queue is full:
+    /// back-pressure).
+    #[cfg(test)]
     pub async fn dispatch<F>(&self, lane: Option<(LaneKey, LaneRole)>, exempt: bool, job: F)
     where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.dispatch_with(lane, exempt, job, false).await;
+    }
+
+    /// Like [`Dispatcher::dispatch`]; with `inline`, a job that can start at once is first
+    /// polled on the calling task (see [`start_inline`]). The processor asks for it when no other
+    /// message is waiting: a lone request is answered without a task switch, while a burst of
+    /// pipelined requests still spreads over the runtime's threads.
+    pub async fn dispatch_with<F>(
+        &self,
+        lane: Option<(LaneKey, LaneRole)>,
+        exempt: bool,
+        job: F,
+        inline: bool,
+    ) where
         F: Future<Output = ()> + Send + 'static,
     {
         let turn = lane.map(|(key, role)| self.lanes.enqueue(key, role));
@@ -105,13 +135,31 @@ impl Dispatcher {
                 None => job.await,
             }
         });
+        let start = |job: Job| {
+            if inline {
+                start_inline(job);
+            } else {
+                tokio::spawn(job);
+            }
+        };
         if exempt {
-            tokio::spawn(job);
-        } else {
-            // Every slot is granted by the one granter task, in queue order: no fast path may
-            // overtake a job the granter already holds. The granter lives as long as `waiting`,
-            // so this send only fails while the runtime shuts down, when the job can be dropped.
-            let _ = self.waiting.send(job).await;
+            start(job);
+            return;
+        }
+        // Fast path: nothing waits at the granter and a slot is free, so starting now
+        // overtakes no one. (Only this task adds to `queued`, so it cannot rise meanwhile.)
+        if self.queued.load(Ordering::Acquire) == 0
+            && let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned()
+        {
+            start(Box::pin(run_with_slot(job, slot)));
+            return;
+        }
+        // Every other slot is granted by the one granter task, in queue order. The granter
+        // lives as long as `waiting`, so this send only fails while the runtime shuts down,
+        // when the job can be dropped.
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        if self.waiting.send(job).await.is_err() {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -130,6 +178,25 @@ impl Dispatcher {
         drop(in_flight);
         // Returns `None` once the last job's clone of the sender is gone.
         let _ = all_done.recv().await;
+    }
+}
+
+/// Starts `job` on the calling task: most requests (a status, a file read through a warm plugin
+/// instance) finish in their first poll, and then cost no task switch at all — on this
+/// machine each hop between threads costs more than the work. A job that has to wait continues
+/// as a task of its own. A panic ends only the job, as it would in a task.
+fn start_inline(mut job: Job) {
+    let mut context = Context::from_waker(Waker::noop());
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        job.as_mut().poll(&mut context)
+    }));
+    match polled {
+        Ok(Poll::Pending) => {
+            // Polled again at once by the runtime, with a waker that works.
+            tokio::spawn(job);
+        }
+        Ok(Poll::Ready(())) => {}
+        Err(_) => tracing::error!("a request handler panicked"),
     }
 }
 
@@ -234,6 +301,61 @@ impl Turn {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[tokio::test]
+    async fn an_inline_job_that_can_finish_does_so_before_dispatch_returns() {
+        let dispatcher = Dispatcher::new();
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        dispatcher
+            .dispatch_with(
+                None,
+                false,
+                async move { flag.store(true, Ordering::SeqCst) },
+                true,
+            )
+            .await;
+        assert!(done.load(Ordering::SeqCst));
+        // One that must wait continues as a task and still completes.
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let finished = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&finished);
+        dispatcher
+            .dispatch_with(
+                None,
+                false,
+                async move {
+                    let _ = rx.await;
+                    flag.store(true, Ordering::SeqCst);
+                },
+                true,
+            )
+            .await;
+        assert!(!finished.load(Ordering::SeqCst));
+        tx.send(()).unwrap();
+        dispatcher.drain().await;
+        assert!(finished.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn an_inline_job_that_panics_ends_only_itself() {
+        let dispatcher = Dispatcher::new();
+        dispatcher
+            .dispatch_with(None, true, async { panic!("handler bug") }, true)
+            .await;
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&done);
+        dispatcher
+            .dispatch_with(
+                None,
+                false,
+                async move { flag.store(true, Ordering::SeqCst) },
+                true,
+            )
+            .await;
+        assert!(done.load(Ordering::SeqCst));
+        dispatcher.drain().await;
+    }
 
     #[tokio::test]
     async fn same_lane_runs_in_arrival_order_and_other_lanes_overlap() {

@@ -87,6 +87,8 @@ struct Processor {
     connection: Arc<ConnectionContext>,
     phase: Phase,
     dispatcher: Dispatcher,
+    /// No other message was waiting when this one was read: run its job inline if it can.
+    alone: bool,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol. A detachable
@@ -111,6 +113,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         }),
         phase: Phase::AwaitingInitialize,
         dispatcher: Dispatcher::new(),
+        alone: false,
     };
     loop {
         let session = processor.phase.session().cloned();
@@ -128,6 +131,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
             }
         };
         let Some(message) = message else { break };
+        processor.alone = inbound.is_empty();
         if let Flow::Close = processor.handle(&message).await {
             break;
         }
@@ -254,7 +258,9 @@ impl Processor {
             // Unless a plugin already answered early.
             reply.send(&outcome).await;
         };
-        self.dispatcher.dispatch(lane, route.exempt, job).await;
+        self.dispatcher
+            .dispatch_with(lane, route.exempt, job, self.alone)
+            .await;
         Flow::Continue
     }
 
