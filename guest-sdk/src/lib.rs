@@ -2,7 +2,7 @@
 //!
 //! A plugin is a WebAssembly component that serves JSON-RPC methods for wexec. It acts on the
 //! machine only through capabilities the operator granted: the [`fs`] roots, the [`http`] hosts,
-//! the [`env`] variables; [`log`] and [`respond`] are always available. Implement [`Plugin`],
+//! the [`env`](mod@env) variables; [`log`] and [`respond`] are always available. Implement [`Plugin`],
 //! export it with [`export_plugin!`], and build with `cargo build --target wasm32-wasip2`
 //! (or `cargo component build`). The contract version ([`CONTRACT`]) is embedded in what
 //! [`Plugin::info`] reports, so a wexec implementing another contract refuses the plugin with a
