@@ -108,13 +108,45 @@ pub async fn serve_stdio(
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let (connection, writer) = stdio::connect(stdin, stdout);
+    let outbound = connection.outbound.clone();
+    // The processor reads stdin itself on a thread of its own, so a request reaches its handler
+    // without a switch between threads. At shutdown a read parked on stdin is left behind.
+    let (finished, mut serving) = tokio::sync::oneshot::channel();
+    let parked = match &connection.inbound {
+        crate::transport::Inbound::Lines(lines) => lines.waiting_flag(),
+        crate::transport::Inbound::Queue(_) => Arc::default(),
+    };
+    let runtime = tokio::runtime::Handle::current();
+    let processor_server = Arc::clone(&server);
+    std::thread::Builder::new()
+        .name("wexec-stdio".into())
+        .spawn(move || {
+            runtime.block_on(processor::serve(connection, processor_server));
+            let _ = finished.send(());
+        })?;
     tokio::select! {
-        () = processor::serve(connection, Arc::clone(&server)) => {
+        _ = &mut serving => {
             tracing::info!("end of input");
         }
         () = shutdown => {}
     }
     server.shutdown().await;
+    // Unless the processor thread is parked on stdin (it would wait forever), let it finish
+    // what it is doing: the runtime it uses is about to stop.
+    let deadline = tokio::time::Instant::now() + STDOUT_DRAIN_TIMEOUT;
+    while !parked.load(std::sync::atomic::Ordering::SeqCst)
+        && tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(5)))
+            .await
+            .is_ok()
+    {
+        if serving.try_recv().is_ok() || serving.is_terminated() {
+            break;
+        }
+    }
+    // The processor thread may be parked on stdin, holding the connection: end the output
+    // explicitly once what is queued is written.
+    outbound.finish().await;
+    drop(outbound);
     if tokio::time::timeout(STDOUT_DRAIN_TIMEOUT, writer)
         .await
         .is_err()

@@ -24,13 +24,50 @@ pub const OUTBOUND_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 pub struct Connection {
     /// Names the peer in error texts: `wexec stdio` or `wexec websocket <ip:port>`.
     pub peer: String,
-    /// Inbound messages in arrival order; closed when the client goes away (or sent a message
+    /// Inbound messages in arrival order; ends when the client goes away (or sent a message
     /// the transport refuses, such as an oversized line).
-    pub inbound: mpsc::Receiver<Vec<u8>>,
+    pub inbound: Inbound,
     /// The outbound queue.
     pub outbound: Outbound,
     /// Whether the session survives the connection (WebSocket) or ends with it (stdio).
     pub detachable: bool,
+}
+
+/// Where a connection's messages come from.
+pub enum Inbound {
+    /// Read by a transport task and queued.
+    Queue(mpsc::Receiver<Vec<u8>>),
+    /// Read on demand, blocking, by whoever asks: stdio, when the processor runs on a thread of
+    /// its own (one switch between threads fewer per request).
+    Lines(stdio::LineReader),
+}
+
+impl Inbound {
+    /// The next message; `None` at the end. With [`Inbound::Lines`] this blocks the calling
+    /// thread, which must not be a runtime worker.
+    pub async fn recv(&mut self) -> Option<Vec<u8>> {
+        match self {
+            Inbound::Queue(queue) => queue.recv().await,
+            Inbound::Lines(lines) => lines.next_line(),
+        }
+    }
+
+    /// Whether no further message is ready to be read without waiting.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Inbound::Queue(queue) => queue.is_empty(),
+            Inbound::Lines(lines) => !lines.has_buffered_line(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Inbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Inbound::Queue(_) => "Inbound::Queue",
+            Inbound::Lines(_) => "Inbound::Lines",
+        })
+    }
 }
 
 /// A message queued for writing, holding its share of the byte budget until written.
@@ -38,6 +75,8 @@ pub struct Connection {
 pub struct OutboundMessage {
     /// Compact JSON, without a line terminator.
     pub text: String,
+    /// Not a message: the writer flushes what came before and stops ([`Outbound::finish`]).
+    pub end: bool,
     _budget: Option<OwnedSemaphorePermit>,
 }
 
@@ -72,10 +111,22 @@ impl Outbound {
         self.queue
             .send(OutboundMessage {
                 text,
+                end: false,
                 _budget: Some(permit),
             })
             .await
             .map_err(|_| Closed)
+    }
+
+    /// Asks the writer to write everything queued so far and stop, although senders may still
+    /// exist (wexec is exiting while a thread still holds the connection). Later sends fail.
+    pub async fn finish(&self) {
+        let end = OutboundMessage {
+            text: String::new(),
+            end: true,
+            _budget: None,
+        };
+        let _ = self.queue.send(end).await;
     }
 }
 

@@ -2,16 +2,19 @@
 //! lines are skipped; a line over 64 MiB ends the connection without a reply. Output is one
 //! compact JSON message per line, flushed whenever the queue runs dry.
 //!
-//! Both directions run on dedicated blocking threads with std I/O: tokio's `Stdin`/`Stdout`
-//! hop to the blocking pool and copy through an extra buffer on every call, which costs both
-//! latency and throughput on the hottest path wexec has.
+//! Both directions use std I/O on dedicated threads: input is read by the thread that runs the
+//! connection's processor (so a request reaches its handler without a switch between threads,
+//! which on small machines costs more than the work), output by a writer thread. tokio's
+//! `Stdin`/`Stdout` hop to the blocking pool and copy through an extra buffer on every call.
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Connection, INBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
+use super::{Connection, Inbound, Outbound, OutboundMessage};
 use crate::rpc::MAX_MESSAGE_BYTES;
 
 /// The peer name used in error texts.
@@ -21,17 +24,23 @@ pub const PEER: &str = "wexec stdio";
 const IO_BUFFER_BYTES: usize = 256 * 1024;
 
 /// Serves a connection over a reader and a writer (stdin and stdout in production, in-memory
-/// streams in tests). The returned task ends once every [`Outbound`] is dropped and the output
-/// is flushed. The reader thread ends at end of input; one parked on a read that never returns
-/// is left behind when wexec exits.
+/// streams in tests). The lines are read by whoever drives the connection: production runs
+/// `processor::serve` on a thread of its own (not a runtime worker), so a request travels from
+/// stdin to its handler without a switch between threads. The returned task ends once every
+/// [`Outbound`] is dropped and the output is flushed.
 pub fn connect<R, W>(reader: R, writer: W) -> (Connection, JoinHandle<()>)
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE_MESSAGES);
+    connection(Inbound::Lines(LineReader::new(reader)), writer)
+}
+
+fn connection<W: Write + Send + 'static>(
+    inbound: Inbound,
+    writer: W,
+) -> (Connection, JoinHandle<()>) {
     let (outbound, outbound_rx) = Outbound::channel();
-    tokio::task::spawn_blocking(move || read_lines(reader, &inbound_tx));
     let writer = tokio::task::spawn_blocking(move || write_lines(writer, outbound_rx));
     let connection = Connection {
         peer: PEER.to_owned(),
@@ -42,45 +51,81 @@ where
     (connection, writer)
 }
 
-fn read_lines<R: Read>(reader: R, inbound: &mpsc::Sender<Vec<u8>>) {
-    let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, reader);
-    // The longest acceptable raw line: the message, `\r` and `\n`.
-    let read_limit = (MAX_MESSAGE_BYTES + 2) as u64;
-    loop {
-        let mut line = Vec::new();
-        match (&mut reader).take(read_limit).read_until(b'\n', &mut line) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!("stdin read failed, closing the connection: {err}");
-                return;
+/// stdin split into messages: `\n` or `\r\n` ends a line, blank lines are skipped, and a line
+/// over the limit ends the input.
+pub struct LineReader {
+    reader: BufReader<Box<dyn Read + Send>>,
+    ended: bool,
+    /// Set while parked in a read: the owner may then exit without waiting for this thread.
+    waiting: Arc<AtomicBool>,
+}
+
+impl LineReader {
+    fn new<R: Read + Send + 'static>(reader: R) -> Self {
+        Self {
+            reader: BufReader::with_capacity(IO_BUFFER_BYTES, Box::new(reader)),
+            ended: false,
+            waiting: Arc::default(),
+        }
+    }
+
+    /// True while the reader is parked waiting for input.
+    pub fn waiting_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.waiting)
+    }
+
+    /// Whether a whole line is already buffered.
+    pub fn has_buffered_line(&self) -> bool {
+        self.reader.buffer().contains(&b'\n')
+    }
+
+    /// The next non-blank line without its terminator, blocking until it is read; `None` at
+    /// the end of input, after a read error, or after an oversized line.
+    pub fn next_line(&mut self) -> Option<Vec<u8>> {
+        // The longest acceptable raw line: the message, `\r` and `\n`.
+        let read_limit = (MAX_MESSAGE_BYTES + 2) as u64;
+        while !self.ended {
+            let mut line = Vec::new();
+            let would_block = !self.has_buffered_line();
+            self.waiting.store(would_block, Ordering::SeqCst);
+            let read = (&mut self.reader)
+                .take(read_limit)
+                .read_until(b'\n', &mut line);
+            self.waiting.store(false, Ordering::SeqCst);
+            match read {
+                Ok(0) => self.ended = true,
+                Ok(_) => {
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                        if line.last() == Some(&b'\r') {
+                            line.pop();
+                        }
+                    }
+                    if line.len() > MAX_MESSAGE_BYTES {
+                        tracing::warn!(
+                            "stdin line exceeds {MAX_MESSAGE_BYTES} bytes; closing the connection without reply"
+                        );
+                        self.ended = true;
+                    } else if !line.iter().all(u8::is_ascii_whitespace) {
+                        return Some(line);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!("stdin read failed, closing the connection: {err}");
+                    self.ended = true;
+                }
             }
         }
-        let terminated = line.last() == Some(&b'\n');
-        if terminated {
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
-        }
-        if line.len() > MAX_MESSAGE_BYTES {
-            tracing::warn!(
-                "stdin line exceeds {MAX_MESSAGE_BYTES} bytes; closing the connection without reply"
-            );
-            return;
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        if inbound.blocking_send(line).is_err() {
-            return;
-        }
+        None
     }
 }
 
 fn write_lines<W: Write>(writer: W, mut queue: mpsc::Receiver<OutboundMessage>) {
     let mut writer = BufWriter::with_capacity(IO_BUFFER_BYTES, writer);
     while let Some(message) = queue.blocking_recv() {
+        if message.end {
+            break;
+        }
         let written = writer
             .write_all(message.text.as_bytes())
             .and_then(|()| writer.write_all(b"\n"))

@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use self::http::{Decision, MAX_HEAD_BYTES, Status};
-use super::{Connection, INBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
+use super::{Connection, INBOUND_QUEUE_MESSAGES, Inbound, Outbound, OutboundMessage};
 use crate::rpc::MAX_MESSAGE_BYTES;
 
 /// Interval between keep-alive pings. No pong deadline: a dead peer is noticed by TCP.
@@ -114,7 +114,7 @@ fn serve_socket(socket: WebSocketStream<TcpStream>, peer: SocketAddr) -> Connect
     tokio::spawn(write_messages(sink, outbound_rx, close_rx, peer));
     Connection {
         peer: format!("wexec websocket {peer}"),
-        inbound,
+        inbound: Inbound::Queue(inbound),
         outbound,
         detachable: true,
     }
@@ -191,7 +191,7 @@ async fn write_messages(
                 reader_done = true;
             }
             message = queue.recv() => {
-                let Some(message) = message else {
+                let Some(message) = message.filter(|message| !message.end) else {
                     break sink.close().await;
                 };
                 if let Err(err) = sink.feed(Message::text(message.text)).await {
