@@ -67,9 +67,11 @@ impl Roots {
             // The innermost root wins when roots nest.
             .max_by_key(|(root, _)| root.path.components().count())
             .ok_or_else(|| outside(path))?;
+        let (relative, last) = resolve_links(root, relative, follow_last, path)?;
         Ok(Resolved {
             root,
-            relative: resolve_links(root, relative, follow_last, path)?,
+            relative,
+            last,
             original: path.to_owned(),
         })
     }
@@ -83,15 +85,18 @@ const MAX_LINK_HOPS: usize = 40;
 /// inside the root (cap-std's beneath-resolution refuses every absolute link, even one that
 /// stays inside), and `..` may not climb above the root. What cap-std then receives has no
 /// symlinks left, yet cap-std still confines it: a link swapped in meanwhile fails closed.
+/// Also returns what the final component's `lstat` said when it was checked and was no link,
+/// which saves the read path a second lookup.
 fn resolve_links(
     root: &OpenRoot,
     relative: &Path,
     follow_last: bool,
     original: &str,
-) -> Result<PathBuf, Error> {
+) -> Result<(PathBuf, Option<cap_std::fs::Metadata>), Error> {
     let mut pending: std::collections::VecDeque<std::ffi::OsString> =
         relative.iter().map(std::ffi::OsStr::to_os_string).collect();
     let mut resolved = PathBuf::new();
+    let mut last = None;
     let mut hops = 0;
     while let Some(name) = pending.pop_front() {
         if name == ".." {
@@ -105,12 +110,13 @@ fn resolve_links(
         }
         let candidate = resolved.join(&name);
         let follow = follow_last || !pending.is_empty();
-        let is_link = follow
-            && root
-                .dir
-                .symlink_metadata(&candidate)
-                .is_ok_and(|meta| meta.is_symlink());
-        if !is_link {
+        let meta = if follow {
+            root.dir.symlink_metadata(&candidate).ok()
+        } else {
+            None
+        };
+        if !meta.as_ref().is_some_and(cap_std::fs::Metadata::is_symlink) {
+            last = meta.filter(|_| pending.is_empty());
             resolved = candidate;
             continue;
         }
@@ -141,17 +147,18 @@ fn resolve_links(
             pending.push_front(part);
         }
     }
-    Ok(if resolved.as_os_str().is_empty() {
-        PathBuf::from(".")
-    } else {
-        resolved
-    })
+    if resolved.as_os_str().is_empty() {
+        return Ok((PathBuf::from("."), None));
+    }
+    Ok((resolved, last))
 }
 
 /// A request path inside a root.
 struct Resolved<'a> {
     root: &'a OpenRoot,
     relative: PathBuf,
+    /// The final component's `lstat`, when resolution made one and it was no symlink.
+    last: Option<cap_std::fs::Metadata>,
     /// The path as the request gave it, for messages.
     original: String,
 }

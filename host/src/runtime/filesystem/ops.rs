@@ -30,12 +30,18 @@ impl Roots {
     /// size.
     fn open_regular(resolved: &Resolved<'_>) -> Result<(std::fs::File, u64), Error> {
         let not_a_file = || invalid(format!("path `{}` is not a file", resolved.original));
-        let meta = resolved
-            .root
-            .dir
-            .metadata(&resolved.relative)
-            .map_err(|err| resolved.io_error(&err))?;
-        if !meta.is_file() {
+        // Opening a FIFO or a device could have effects (a FIFO writer waiting in open()
+        // proceeds), so the type is checked first: from resolution's own lstat when it made one.
+        let is_file = match &resolved.last {
+            Some(meta) => meta.is_file(),
+            None => resolved
+                .root
+                .dir
+                .metadata(&resolved.relative)
+                .map_err(|err| resolved.io_error(&err))?
+                .is_file(),
+        };
+        if !is_file {
             return Err(not_a_file());
         }
         let mut options = OpenOptions::new();
