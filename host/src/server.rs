@@ -107,7 +107,8 @@ pub async fn serve_stdio(
     // scans every byte for newlines): the transport buffers and frames itself.
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
-    let (connection, writer) = stdio::connect(stdin, stdout);
+    let room = stdio::pipe_room(&stdout);
+    let (connection, writer) = stdio::connect(stdin, stdout, room);
     let outbound = connection.outbound.clone();
     // The processor reads stdin itself on a thread of its own, so a request reaches its handler
     // without a switch between threads. At shutdown a read parked on stdin is left behind.
@@ -121,6 +122,7 @@ pub async fn serve_stdio(
     std::thread::Builder::new()
         .name("wexec-stdio".into())
         .spawn(move || {
+            crate::transport::allow_direct_writes();
             runtime.block_on(processor::serve(connection, processor_server));
             let _ = finished.send(());
         })?;

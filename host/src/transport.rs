@@ -82,10 +82,41 @@ pub struct OutboundMessage {
 
 /// The sending side of a connection's outbound queue. Cloned freely; the queue is written in
 /// the order messages were accepted.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Outbound {
     queue: mpsc::Sender<OutboundMessage>,
     budget: Arc<Semaphore>,
+    /// A way around the queue for threads allowed to use it ([`allow_direct_writes`]).
+    direct: Option<Arc<dyn DirectSink>>,
+}
+
+impl std::fmt::Debug for Outbound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbound")
+            .field("direct", &self.direct.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Output a sender may write itself, keeping the queue's order, when that cannot block.
+pub trait DirectSink: Send + Sync {
+    /// Writes `text` as one message if nothing is queued ahead of it and it fits without
+    /// blocking; `false` leaves it to the queue.
+    fn try_write(&self, text: &str) -> bool;
+    /// A message is about to be queued (it must be written before any direct write).
+    fn queued(&self);
+    /// A message announced by [`DirectSink::queued`] could not be queued after all.
+    fn dropped(&self);
+}
+
+thread_local! {
+    static DIRECT_WRITES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Lets this thread write replies itself when the transport allows it: stdio's processor
+/// thread, which is no runtime worker (one switch between threads fewer per reply).
+pub fn allow_direct_writes() {
+    DIRECT_WRITES.with(|allowed| allowed.set(true));
 }
 
 /// The connection is gone: nothing more can be written to it.
@@ -98,12 +129,39 @@ impl Outbound {
     pub fn channel() -> (Self, mpsc::Receiver<OutboundMessage>) {
         let (queue, receiver) = mpsc::channel(OUTBOUND_QUEUE_MESSAGES);
         let budget = Arc::new(Semaphore::new(OUTBOUND_QUEUE_BYTES));
-        (Self { queue, budget }, receiver)
+        let outbound = Self {
+            queue,
+            budget,
+            direct: None,
+        };
+        (outbound, receiver)
+    }
+
+    /// Adds a way around the queue (see [`DirectSink`]).
+    pub fn with_direct(mut self, direct: Arc<dyn DirectSink>) -> Self {
+        self.direct = Some(direct);
+        self
     }
 
     /// Queues a message, waiting for room: nothing is dropped, and a slow client slows its
     /// producers instead of growing wexec's memory.
     pub async fn send(&self, text: String) -> Result<(), Closed> {
+        if let Some(direct) = &self.direct {
+            if DIRECT_WRITES.with(std::cell::Cell::get) && direct.try_write(&text) {
+                return Ok(());
+            }
+            direct.queued();
+        }
+        let queued = self.enqueue(text).await;
+        if queued.is_err()
+            && let Some(direct) = &self.direct
+        {
+            direct.dropped();
+        }
+        queued
+    }
+
+    async fn enqueue(&self, text: String) -> Result<(), Closed> {
         let permit = Arc::clone(&self.budget)
             .acquire_many_owned(budget_share(&text))
             .await

@@ -8,13 +8,13 @@
 //! `Stdin`/`Stdout` hop to the blocking pool and copy through an extra buffer on every call.
 
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Connection, Inbound, Outbound, OutboundMessage};
+use super::{Connection, DirectSink, Inbound, Outbound, OutboundMessage};
 use crate::rpc::MAX_MESSAGE_BYTES;
 
 /// The peer name used in error texts.
@@ -28,20 +28,28 @@ const IO_BUFFER_BYTES: usize = 256 * 1024;
 /// `processor::serve` on a thread of its own (not a runtime worker), so a request travels from
 /// stdin to its handler without a switch between threads. The returned task ends once every
 /// [`Outbound`] is dropped and the output is flushed.
-pub fn connect<R, W>(reader: R, writer: W) -> (Connection, JoinHandle<()>)
+pub fn connect<R, W>(reader: R, writer: W, room: Option<Room>) -> (Connection, JoinHandle<()>)
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    connection(Inbound::Lines(LineReader::new(reader)), writer)
+    connection(Inbound::Lines(LineReader::new(reader)), writer, room)
 }
 
 fn connection<W: Write + Send + 'static>(
     inbound: Inbound,
     writer: W,
+    room: Option<Room>,
 ) -> (Connection, JoinHandle<()>) {
     let (outbound, outbound_rx) = Outbound::channel();
-    let writer = tokio::task::spawn_blocking(move || write_lines(writer, outbound_rx));
+    let output = Arc::new(SharedOutput {
+        writer: Mutex::new(BufWriter::with_capacity(IO_BUFFER_BYTES, Box::new(writer))),
+        pending: AtomicUsize::new(0),
+        room,
+        broken: AtomicBool::new(false),
+    });
+    let outbound = outbound.with_direct(Arc::clone(&output) as Arc<dyn DirectSink>);
+    let writer = tokio::task::spawn_blocking(move || write_lines(&output, outbound_rx));
     let connection = Connection {
         peer: PEER.to_owned(),
         inbound,
@@ -49,6 +57,71 @@ fn connection<W: Write + Send + 'static>(
         detachable: false,
     };
     (connection, writer)
+}
+
+/// Whether `n` more bytes fit in stdout without blocking.
+pub type Room = Box<dyn Fn(usize) -> bool + Send + Sync>;
+
+/// For a pipe: room is its capacity minus what the reader has not read yet, less two pages of
+/// slack for partly filled pipe buffers. Anything else: `None` (never written around the
+/// queue).
+pub fn pipe_room(stdout: &std::fs::File) -> Option<Room> {
+    const SLACK: u64 = 8 * 1024;
+    let probe = stdout.try_clone().ok()?;
+    let stat = rustix::fs::fstat(&probe).ok()?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Fifo {
+        return None;
+    }
+    let capacity = rustix::pipe::fcntl_getpipe_size(&probe).ok()? as u64;
+    Some(Box::new(move |bytes| {
+        rustix::io::ioctl_fionread(&probe)
+            .is_ok_and(|unread| unread + bytes as u64 + SLACK <= capacity)
+    }))
+}
+
+/// stdout, shared by the writer thread and (when it cannot block) the processor thread.
+struct SharedOutput {
+    writer: Mutex<BufWriter<Box<dyn Write + Send>>>,
+    /// Messages queued for the writer thread and not yet flushed: while any is, nothing may be
+    /// written around the queue.
+    pending: AtomicUsize,
+    room: Option<Room>,
+    broken: AtomicBool,
+}
+
+impl DirectSink for SharedOutput {
+    fn try_write(&self, text: &str) -> bool {
+        let Some(room) = &self.room else {
+            return false;
+        };
+        if self.pending.load(Ordering::SeqCst) != 0 || self.broken.load(Ordering::SeqCst) {
+            return false;
+        }
+        let Ok(mut writer) = self.writer.try_lock() else {
+            return false;
+        };
+        // Under the lock the writer thread can neither be writing nor have anything buffered.
+        if self.pending.load(Ordering::SeqCst) != 0 || !room(text.len() + 1) {
+            return false;
+        }
+        let written = writer
+            .write_all(text.as_bytes())
+            .and_then(|()| writer.write_all(b"\n"))
+            .and_then(|()| writer.flush());
+        if let Err(err) = written {
+            tracing::warn!("stdout write failed; further output is discarded: {err}");
+            self.broken.store(true, Ordering::SeqCst);
+        }
+        true
+    }
+
+    fn queued(&self) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+    }
+
+    fn dropped(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// stdin split into messages: `\n` or `\r\n` ends a line, blank lines are skipped, and a line
@@ -120,31 +193,37 @@ impl LineReader {
     }
 }
 
-fn write_lines<W: Write>(writer: W, mut queue: mpsc::Receiver<OutboundMessage>) {
-    let mut writer = BufWriter::with_capacity(IO_BUFFER_BYTES, writer);
+fn write_lines(output: &SharedOutput, mut queue: mpsc::Receiver<OutboundMessage>) {
+    let mut unflushed = 0;
     while let Some(message) = queue.blocking_recv() {
         if message.end {
             break;
         }
+        let mut writer = output.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        unflushed += 1;
         let written = writer
             .write_all(message.text.as_bytes())
             .and_then(|()| writer.write_all(b"\n"))
             // Batch whatever is already queued into one flush; never hold a message back.
             .and_then(|()| {
                 if queue.is_empty() {
-                    writer.flush()
-                } else {
-                    Ok(())
+                    writer.flush()?;
+                    output.pending.fetch_sub(unflushed, Ordering::SeqCst);
+                    unflushed = 0;
                 }
+                Ok(())
             });
+        drop(writer);
         drop(message);
         if let Err(err) = written {
             tracing::warn!("stdout write failed; further output is discarded: {err}");
+            output.broken.store(true, Ordering::SeqCst);
             // Keep draining so senders never block on a dead stdout.
             while queue.blocking_recv().is_some() {}
             return;
         }
     }
+    let mut writer = output.writer.lock().unwrap_or_else(PoisonError::into_inner);
     if let Err(err) = writer.flush() {
         tracing::warn!("stdout flush failed: {err}");
     }
@@ -157,7 +236,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     async fn lines_of(input: Vec<u8>) -> Vec<Vec<u8>> {
-        let (mut connection, _writer) = connect(Cursor::new(input), std::io::sink());
+        let (mut connection, _writer) = connect(Cursor::new(input), std::io::sink(), None);
         let mut lines = Vec::new();
         while let Some(line) = connection.inbound.recv().await {
             lines.push(line);
@@ -207,7 +286,7 @@ mod tests {
     #[tokio::test]
     async fn writes_one_message_per_line() {
         let output = Shared::default();
-        let (connection, writer) = connect(Cursor::new(Vec::new()), output.clone());
+        let (connection, writer) = connect(Cursor::new(Vec::new()), output.clone(), None);
         connection.outbound.send("{\"a\":1}".into()).await.unwrap();
         connection.outbound.send("{}".into()).await.unwrap();
         drop(connection);
