@@ -33,11 +33,12 @@ fn wexec_tool(args: &[&str]) -> std::process::Output {
     Command::new(wexec_bin()).args(args).output().unwrap()
 }
 
-/// Builds the crate in `dir` for wasm32-wasip2; returns the component's path.
-fn build(dir: &Path, crate_name: &str) -> PathBuf {
+/// Runs cargo with `args` in `dir`, into the shared scaffold target directory, without the
+/// outer build's settings (they are for the host target); fails the test if cargo fails.
+fn cargo(dir: &Path, args: &[&str]) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
-        .args(["build", "--release", "--target", "wasm32-wasip2"])
+        .args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", scaffold_target())
         .env_remove("RUSTFLAGS")
@@ -49,9 +50,14 @@ fn build(dir: &Path, crate_name: &str) -> PathBuf {
         .unwrap();
     assert!(
         output.status.success(),
-        "build failed:\n{}",
+        "cargo {args:?} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+}
+
+/// Builds the crate in `dir` for wasm32-wasip2; returns the component's path.
+fn build(dir: &Path, crate_name: &str) -> PathBuf {
+    cargo(dir, &["build", "--release", "--target", "wasm32-wasip2"]);
     scaffold_target().join(format!("wasm32-wasip2/release/{crate_name}.wasm"))
 }
 
@@ -273,8 +279,8 @@ export!(Other);
 /// installed, unless `WEXEC_REQUIRE_CARGO_COMPONENT=1` (CI sets it) makes that a failure.
 #[tokio::test]
 async fn a_scaffold_builds_with_cargo_component_too() {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let available = Command::new(&cargo)
+    let cargo_bin = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let available = Command::new(&cargo_bin)
         .args(["component", "--version"])
         .output()
         .is_ok_and(|output| output.status.success());
@@ -296,20 +302,7 @@ async fn a_scaffold_builds_with_cargo_component_too() {
         dir.to_str().unwrap(),
     ]);
     assert!(created.status.success(), "{created:?}");
-    let output = Command::new(&cargo)
-        .args(["component", "build", "--release"])
-        .current_dir(&dir)
-        .env("CARGO_TARGET_DIR", scaffold_target())
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "cargo component build failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    cargo(&dir, &["component", "build", "--release"]);
     let wasm = scaffold_target().join("wasm32-wasip1/release/wf_component.wasm");
     let inspect = wexec_tool(&["plugin", "inspect", wasm.to_str().unwrap()]);
     let report = String::from_utf8(inspect.stdout).unwrap();
