@@ -135,9 +135,14 @@ impl PathParams {
 
 fn read_file(params: Value) -> Result<Response, RpcError> {
     let params: PathParams = decode(params)?;
-    let data =
-        fs::read_file_with(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
-    Ok(base64_response(r#"{"dataBase64":""#, &data, r#""}"#))
+    let encoded =
+        fs::read_file_base64(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
+    // Base64 needs no escaping: the result is written as text.
+    let mut text = String::with_capacity(encoded.len() + 18);
+    text.push_str(r#"{"dataBase64":""#);
+    text.push_str(&encoded);
+    text.push_str(r#""}"#);
+    Ok(Response::raw(text))
 }
 
 fn write_file(params: Value) -> Result<Value, RpcError> {

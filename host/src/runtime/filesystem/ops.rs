@@ -395,6 +395,18 @@ impl Host for HostState {
         self.timed(|state| state.plugin.roots.read_file(&path, follow_symlinks))
     }
 
+    async fn read_file_base64(
+        &mut self,
+        path: String,
+        follow_symlinks: bool,
+    ) -> Result<String, Error> {
+        use base64::Engine as _;
+        self.timed(|state| {
+            let data = state.plugin.roots.read_file(&path, follow_symlinks)?;
+            Ok(base64::engine::general_purpose::STANDARD.encode(data))
+        })
+    }
+
     async fn write_file(
         &mut self,
         path: String,
