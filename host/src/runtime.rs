@@ -676,9 +676,13 @@ impl InstancePool {
 
     fn put(&self, plugin: &LoadedPlugin, instance: Instance) {
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let (generation, instances) = idle
-            .entry(plugin.name.clone())
-            .or_insert_with(|| (plugin.generation, Vec::new()));
+        // Every call puts its instance back: look up before allocating a key.
+        if !idle.contains_key(&plugin.name) {
+            idle.insert(plugin.name.clone(), (plugin.generation, Vec::new()));
+        }
+        let Some((generation, instances)) = idle.get_mut(&plugin.name) else {
+            return;
+        };
         if *generation != plugin.generation {
             // An old version's call finishing after a reload: its instance is not reused.
             if plugin.generation < *generation {

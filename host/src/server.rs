@@ -137,13 +137,13 @@ pub async fn serve_stdio(
     // what it is doing: the runtime it uses is about to stop.
     let deadline = tokio::time::Instant::now() + STDOUT_DRAIN_TIMEOUT;
     while !parked.load(std::sync::atomic::Ordering::SeqCst)
-        && tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(5)))
-            .await
-            .is_ok()
+        && tokio::time::Instant::now() < deadline
+        && matches!(
+            serving.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+        )
     {
-        if serving.try_recv().is_ok() || serving.is_terminated() {
-            break;
-        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     // The processor thread may be parked on stdin, holding the connection: end the output
     // explicitly once what is queued is written.

@@ -67,12 +67,13 @@ impl Plugin for Fs {
     }
 }
 
-/// `head`, `data` in base64, `tail`: a result carrying file contents, encoded straight into its
-/// JSON text (base64 needs no escaping) instead of through a `Value` and a second copy.
-fn base64_response(head: &str, data: &[u8], tail: &str) -> Response {
-    let mut text = String::with_capacity(head.len() + data.len().div_ceil(3) * 4 + tail.len());
+/// A result carrying file contents as base64, written as JSON text directly (base64 needs no
+/// escaping) instead of through a `Value` and a second copy: `head`, what `fill` appends
+/// (about `len` bytes), `tail`.
+fn json_text(head: &str, len: usize, tail: &str, fill: impl FnOnce(&mut String)) -> Response {
+    let mut text = String::with_capacity(head.len() + len + tail.len());
     text.push_str(head);
-    STANDARD.encode_string(data, &mut text);
+    fill(&mut text);
     text.push_str(tail);
     Response::raw(text)
 }
@@ -137,12 +138,14 @@ fn read_file(params: Value) -> Result<Response, RpcError> {
     let params: PathParams = decode(params)?;
     let encoded =
         fs::read_file_base64(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
-    // Base64 needs no escaping: the result is written as text.
-    let mut text = String::with_capacity(encoded.len() + 18);
-    text.push_str(r#"{"dataBase64":""#);
-    text.push_str(&encoded);
-    text.push_str(r#""}"#);
-    Ok(Response::raw(text))
+    Ok(json_text(
+        r#"{"dataBase64":""#,
+        encoded.len(),
+        r#""}"#,
+        |text| {
+            text.push_str(&encoded);
+        },
+    ))
 }
 
 fn write_file(params: Value) -> Result<Value, RpcError> {
@@ -308,7 +311,10 @@ fn read_block(params: Value) -> Result<Response, RpcError> {
     } else {
         r#"","eof":false}"#
     };
-    Ok(base64_response(r#"{"chunk":""#, &data, tail))
+    let len = data.len().div_ceil(3) * 4;
+    Ok(json_text(r#"{"chunk":""#, len, tail, |text| {
+        STANDARD.encode_string(&data, text);
+    }))
 }
 
 fn write_block(params: Value) -> Result<Value, RpcError> {
