@@ -347,8 +347,9 @@ impl Client {
         match &mut self.link {
             Link::Stdio { stdin, .. } => {
                 let stdin = stdin.as_mut().expect("stdin still open");
-                stdin.write_all(text.as_bytes()).await.expect("write stdin");
-                stdin.write_all(b"\n").await.expect("write stdin");
+                // One write per line: a line written in two pieces wakes the server twice.
+                let line = format!("{text}\n");
+                stdin.write_all(line.as_bytes()).await.expect("write stdin");
                 stdin.flush().await.expect("flush stdin");
             }
             Link::WebSocket(socket) => socket.send(Message::text(text)).await.expect("send text"),
