@@ -4,6 +4,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc instead of glibc's allocator: replies are built on one thread and freed on another
+/// (a runtime worker builds, the stdout writer frees), which glibc serializes on an arena lock.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let options = wexec::Options::parse();
     // Logs go to stderr: stdout carries protocol lines only.
