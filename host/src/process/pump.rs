@@ -5,8 +5,6 @@
 use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, ChildStderr, ChildStdout};
 
@@ -137,7 +135,7 @@ fn output_notification(
     text.push_str(r#","stream":""#);
     text.push_str(stream);
     text.push_str(r#"","chunk":""#);
-    STANDARD.encode_string(data, &mut text);
+    base64_simd::STANDARD.encode_append(data, &mut text);
     text.push_str(r#""}}"#);
     text
 }

@@ -15,6 +15,29 @@ use crate::runtime::bindings::wexec::plugin::filesystem::{
 };
 use crate::runtime::state::HostState;
 
+/// Reads a regular file of `size` bytes (as `fstat` said) to its end, and at most one byte past
+/// the read limit. A first read that returns exactly `size` bytes of the `size + 1` asked for
+/// has met the end: the read that would return 0 is skipped. Files whose size says nothing
+/// about their contents (procfs reports 0, sysfs a page) read short or long of it, and are read
+/// on until a read returns 0.
+fn read_sized(mut file: std::fs::File, size: u64) -> std::io::Result<Vec<u8>> {
+    let expected = usize::try_from(size.min(MAX_READ_FILE_BYTES)).unwrap_or(0);
+    // A size of 0 is often procfs's way of saying nothing: start with a page or two, not a byte.
+    let mut data = vec![0; if expected == 0 { 8192 } else { expected + 1 }];
+    let first = loop {
+        match file.read(&mut data) {
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            read => break read?,
+        }
+    };
+    data.truncate(first);
+    if first != expected || expected == 0 {
+        let rest = MAX_READ_FILE_BYTES + 1 - first as u64;
+        file.take(rest).read_to_end(&mut data)?;
+    }
+    Ok(data)
+}
+
 impl Roots {
     fn refuse_symlink(resolved: &Resolved<'_>) -> Result<(), Error> {
         match resolved.root.dir.symlink_metadata(&resolved.relative) {
@@ -74,11 +97,7 @@ impl Roots {
         if size > MAX_READ_FILE_BYTES {
             return Err(too_large());
         }
-        // Sized from the fstat already made; one byte more to notice a file that grew past it.
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0) + 1);
-        file.take(MAX_READ_FILE_BYTES + 1)
-            .read_to_end(&mut data)
-            .map_err(|err| resolved.io_error(&err))?;
+        let data = read_sized(file, size).map_err(|err| resolved.io_error(&err))?;
         if data.len() as u64 > MAX_READ_FILE_BYTES {
             return Err(too_large());
         }
@@ -400,10 +419,9 @@ impl Host for HostState {
         path: String,
         follow_symlinks: bool,
     ) -> Result<String, Error> {
-        use base64::Engine as _;
         self.timed(|state| {
             let data = state.plugin.roots.read_file(&path, follow_symlinks)?;
-            Ok(base64::engine::general_purpose::STANDARD.encode(data))
+            Ok(base64_simd::STANDARD.encode_to_string(data))
         })
     }
 
@@ -478,5 +496,50 @@ impl Host for HostState {
         if let Ok(handles) = self.handles() {
             handles.close(&handle_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn file_with(content: &[u8]) -> (std::fs::File, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!(
+            "wexec-read-sized-{}-{}",
+            std::process::id(),
+            content.len()
+        ));
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(content)
+            .unwrap();
+        (std::fs::File::open(&path).unwrap(), path)
+    }
+
+    #[test]
+    fn reads_whatever_the_file_holds_whatever_its_size_said() {
+        let content: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        // As fstat said; grown since (size smaller than the contents); shrunk since (size
+        // larger); procfs-like (size 0).
+        for size in [10_000, 4_096, 1, 20_000, 0] {
+            let (file, path) = file_with(&content);
+            assert_eq!(read_sized(file, size).unwrap(), content, "size {size}");
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+
+    #[test]
+    fn reads_procfs_files_that_report_no_size() {
+        // Reported size 0, contents well over the first buffer, handed out a page per read.
+        let file = std::fs::File::open("/proc/self/smaps").unwrap();
+        let data = read_sized(file, 0).unwrap();
+        assert!(
+            data.len() > 16 * 1024,
+            "read to the end: {} bytes",
+            data.len()
+        );
+        assert!(data.ends_with(b"\n"));
     }
 }
