@@ -107,7 +107,7 @@ pub async fn serve_stdio(
     // scans every byte for newlines): the transport buffers and frames itself.
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
-    let room = stdio::pipe_room(&stdout);
+    let room = stdio::PipeRoom::new(&stdout);
     let (connection, writer) = stdio::connect(stdin, stdout, room);
     let outbound = connection.outbound.clone();
     // The processor reads stdin itself on a thread of its own, so a request reaches its handler

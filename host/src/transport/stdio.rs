@@ -17,6 +17,10 @@ use tokio::task::JoinHandle;
 use super::{Connection, DirectSink, Inbound, Outbound, OutboundMessage};
 use crate::rpc::MAX_MESSAGE_BYTES;
 
+mod room;
+use room::Output;
+pub use room::PipeRoom;
+
 /// The peer name used in error texts.
 pub const PEER: &str = "wexec stdio";
 
@@ -28,7 +32,7 @@ const IO_BUFFER_BYTES: usize = 256 * 1024;
 /// `processor::serve` on a thread of its own (not a runtime worker), so a request travels from
 /// stdin to its handler without a switch between threads. The returned task ends once every
 /// [`Outbound`] is dropped and the output is flushed.
-pub fn connect<R, W>(reader: R, writer: W, room: Option<Room>) -> (Connection, JoinHandle<()>)
+pub fn connect<R, W>(reader: R, writer: W, room: Option<PipeRoom>) -> (Connection, JoinHandle<()>)
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
@@ -39,13 +43,17 @@ where
 fn connection<W: Write + Send + 'static>(
     inbound: Inbound,
     writer: W,
-    room: Option<Room>,
+    room: Option<PipeRoom>,
 ) -> (Connection, JoinHandle<()>) {
     let (outbound, outbound_rx) = Outbound::channel();
+    let direct = room.is_some();
     let output = Arc::new(SharedOutput {
-        writer: Mutex::new(BufWriter::with_capacity(IO_BUFFER_BYTES, Box::new(writer))),
+        writer: Mutex::new(BufWriter::with_capacity(
+            IO_BUFFER_BYTES,
+            Output::new(Box::new(writer), room),
+        )),
         pending: AtomicUsize::new(0),
-        room,
+        direct,
         broken: AtomicBool::new(false),
     });
     let outbound = outbound.with_direct(Arc::clone(&output) as Arc<dyn DirectSink>);
@@ -59,41 +67,22 @@ fn connection<W: Write + Send + 'static>(
     (connection, writer)
 }
 
-/// Whether `n` more bytes fit in stdout without blocking.
-pub type Room = Box<dyn Fn(usize) -> bool + Send + Sync>;
-
-/// For a pipe: room is its capacity minus what the reader has not read yet, less two pages of
-/// slack for partly filled pipe buffers. Anything else: `None` (never written around the
-/// queue).
-pub fn pipe_room(stdout: &std::fs::File) -> Option<Room> {
-    const SLACK: u64 = 8 * 1024;
-    let probe = stdout.try_clone().ok()?;
-    let stat = rustix::fs::fstat(&probe).ok()?;
-    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::Fifo {
-        return None;
-    }
-    let capacity = rustix::pipe::fcntl_getpipe_size(&probe).ok()? as u64;
-    Some(Box::new(move |bytes| {
-        rustix::io::ioctl_fionread(&probe)
-            .is_ok_and(|unread| unread + bytes as u64 + SLACK <= capacity)
-    }))
-}
-
 /// stdout, shared by the writer thread and (when it cannot block) the processor thread.
 struct SharedOutput {
-    writer: Mutex<BufWriter<Box<dyn Write + Send>>>,
+    writer: Mutex<BufWriter<Output>>,
     /// Messages queued for the writer thread and not yet flushed: while any is, nothing may be
     /// written around the queue.
     pending: AtomicUsize,
-    room: Option<Room>,
+    /// Whether stdout's room is known (a pipe), which direct writes need.
+    direct: bool,
     broken: AtomicBool,
 }
 
 impl DirectSink for SharedOutput {
     fn try_write(&self, text: &str) -> bool {
-        let Some(room) = &self.room else {
+        if !self.direct {
             return false;
-        };
+        }
         if self.pending.load(Ordering::SeqCst) != 0 || self.broken.load(Ordering::SeqCst) {
             return false;
         }
@@ -101,7 +90,10 @@ impl DirectSink for SharedOutput {
             return false;
         };
         // Under the lock the writer thread can neither be writing nor have anything buffered.
-        if self.pending.load(Ordering::SeqCst) != 0 || !room(text.len() + 1) {
+        if self.pending.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        if !(writer.get_mut().room.as_mut()).is_some_and(|room| room.fits(text.len() + 1)) {
             return false;
         }
         let written = writer
