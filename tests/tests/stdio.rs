@@ -321,3 +321,71 @@ async fn stdout_carries_only_protocol_lines_even_with_debug_logging() {
         server.stderr()
     );
 }
+
+/// On a machine with one CPU wexec runs requests that arrive together one after another on the
+/// connection's thread and lets their replies ride along in one write; the last of a burst is
+/// still written as soon as the input runs dry, with no further input to prompt it.
+#[tokio::test]
+async fn a_pipelined_burst_on_one_cpu_is_answered_in_full_without_further_input() {
+    let dir = wexec_tests::TempDir::new();
+    let file = dir.path().join("note.txt");
+    std::fs::write(&file, "one CPU\n").expect("write file");
+    let mut command = tokio::process::Command::new("taskset");
+    command
+        .args(["--cpu-list", "0"])
+        .arg(wexec_tests::wexec_bin())
+        .arg("--fs-root")
+        .arg(dir.path())
+        .env("XDG_CACHE_HOME", wexec_tests::plugin_cache())
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let (server, mut client) = wexec_tests::spawn_stdio_with(command);
+    client.handshake().await;
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", server.pid())).expect("wexec's status");
+    assert!(
+        status.contains("Cpus_allowed_list:\t0\n"),
+        "wexec runs on one CPU: {status}"
+    );
+
+    let path = file.display().to_string();
+    let burst: String = (1000..1300)
+        .map(|id| {
+            let (method, params) = match id % 3 {
+                0 => ("fs/readFile", json!({"path": path})),
+                1 => ("environment/status", json!({})),
+                _ => ("no/such", json!({})),
+            };
+            format!(
+                "{}\n",
+                json!({"id": id, "method": method, "params": params})
+            )
+        })
+        .collect();
+    // A message with no reply last: nothing written after the burst's last reply flushes it.
+    client
+        .send_raw(format!("{burst}{{\"method\":\"initialized\"}}\n").as_bytes())
+        .await;
+    let mut seen = Vec::new();
+    for _ in 1000..1300 {
+        let reply = tokio::time::timeout(TIMEOUT, client.recv())
+            .await
+            .expect("every reply of the burst arrives without further input");
+        let id = reply["id"].as_i64().expect("integer id");
+        match id % 3 {
+            0 => assert_eq!(reply["result"]["dataBase64"], "b25lIENQVQo=", "{reply}"),
+            1 => assert_eq!(reply["result"]["status"], "ready", "{reply}"),
+            _ => assert_eq!(reply["error"]["code"], -32601, "{reply}"),
+        }
+        seen.push(id);
+    }
+    seen.sort_unstable();
+    assert_eq!(seen, (1000..1300).collect::<Vec<_>>());
+    assert_eq!(
+        client.call("environment/status", json!({})).await["status"],
+        "ready"
+    );
+}

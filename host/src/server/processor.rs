@@ -87,8 +87,9 @@ struct Processor {
     connection: Arc<ConnectionContext>,
     phase: Phase,
     dispatcher: Dispatcher,
-    /// No other message was waiting when this one was read: run its job inline if it can.
-    alone: bool,
+    /// Run this message's job inline if it can: no other message was waiting when it was read,
+    /// or the machine has one CPU.
+    inline: bool,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol. A detachable
@@ -113,8 +114,13 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         }),
         phase: Phase::AwaitingInitialize,
         dispatcher: Dispatcher::new(),
-        alone: false,
+        inline: false,
     };
+    // With one CPU there is nothing to gain from handing queued requests to the runtime's
+    // workers: every hand-off is a switch between threads on that CPU (pipelined 4 KiB reads
+    // on one CPU: ~1.4x the throughput inline, as replies also ride along in one write).
+    // With more, requests that arrive together run in parallel.
+    let one_cpu = std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() == 1);
     loop {
         let session = processor.phase.session().cloned();
         let taken_over = async {
@@ -131,7 +137,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
             }
         };
         let Some(message) = message else { break };
-        processor.alone = inbound.is_empty();
+        processor.inline = one_cpu || inbound.is_empty();
         if let Flow::Close = processor.handle(&message).await {
             break;
         }
@@ -259,7 +265,7 @@ impl Processor {
             reply.send(&outcome).await;
         };
         self.dispatcher
-            .dispatch_with(lane, route.exempt, job, self.alone)
+            .dispatch_with(lane, route.exempt, job, self.inline)
             .await;
         Flow::Continue
     }

@@ -37,14 +37,6 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    connection(Inbound::Lines(LineReader::new(reader)), writer, room)
-}
-
-fn connection<W: Write + Send + 'static>(
-    inbound: Inbound,
-    writer: W,
-    room: Option<PipeRoom>,
-) -> (Connection, JoinHandle<()>) {
     let (outbound, outbound_rx) = Outbound::channel();
     let direct = room.is_some();
     let output = Arc::new(SharedOutput {
@@ -54,8 +46,10 @@ fn connection<W: Write + Send + 'static>(
         )),
         pending: AtomicUsize::new(0),
         direct,
+        more_input: AtomicBool::new(false),
         broken: AtomicBool::new(false),
     });
+    let inbound = Inbound::Lines(LineReader::new(reader, Arc::clone(&output)));
     let outbound = outbound.with_direct(Arc::clone(&output) as Arc<dyn DirectSink>);
     let writer = tokio::task::spawn_blocking(move || write_lines(&output, outbound_rx));
     let connection = Connection {
@@ -75,7 +69,27 @@ struct SharedOutput {
     pending: AtomicUsize,
     /// Whether stdout's room is known (a pipe), which direct writes need.
     direct: bool,
+    /// Another request is already read: a direct reply may wait in the buffer for the ones
+    /// that follow (flushed before the reader waits for input, or at [`HELD_BYTES`]).
+    more_input: AtomicBool,
     broken: AtomicBool,
+}
+
+/// The most a direct writer holds back for the replies that follow.
+const HELD_BYTES: usize = 64 * 1024;
+
+impl SharedOutput {
+    /// Writes what direct writes held back. If the writer thread holds the lock, it flushes
+    /// everything before it lets go of its queue, so nothing waits for the lock here.
+    fn flush_held(&self) {
+        if let Ok(mut writer) = self.writer.try_lock()
+            && !writer.buffer().is_empty()
+            && let Err(err) = writer.flush()
+        {
+            tracing::warn!("stdout write failed; further output is discarded: {err}");
+            self.broken.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl DirectSink for SharedOutput {
@@ -93,13 +107,21 @@ impl DirectSink for SharedOutput {
         if self.pending.load(Ordering::SeqCst) != 0 {
             return false;
         }
-        if !(writer.get_mut().room.as_mut()).is_some_and(|room| room.fits(text.len() + 1)) {
+        let held = writer.buffer().len();
+        if !(writer.get_mut().room.as_mut()).is_some_and(|room| room.fits(held + text.len() + 1)) {
             return false;
         }
+        let hold = self.more_input.load(Ordering::SeqCst);
         let written = writer
             .write_all(text.as_bytes())
             .and_then(|()| writer.write_all(b"\n"))
-            .and_then(|()| writer.flush());
+            .and_then(|()| {
+                if hold && writer.buffer().len() < HELD_BYTES {
+                    Ok(())
+                } else {
+                    writer.flush()
+                }
+            });
         if let Err(err) = written {
             tracing::warn!("stdout write failed; further output is discarded: {err}");
             self.broken.store(true, Ordering::SeqCst);
@@ -123,14 +145,17 @@ pub struct LineReader {
     ended: bool,
     /// Set while parked in a read: the owner may then exit without waiting for this thread.
     waiting: Arc<AtomicBool>,
+    /// Told whether more input is already read, and flushed before waiting for more.
+    output: Arc<SharedOutput>,
 }
 
 impl LineReader {
-    fn new<R: Read + Send + 'static>(reader: R) -> Self {
+    fn new<R: Read + Send + 'static>(reader: R, output: Arc<SharedOutput>) -> Self {
         Self {
             reader: BufReader::with_capacity(IO_BUFFER_BYTES, Box::new(reader)),
             ended: false,
             waiting: Arc::default(),
+            output,
         }
     }
 
@@ -152,6 +177,10 @@ impl LineReader {
         while !self.ended {
             let mut line = Vec::new();
             let would_block = !self.has_buffered_line();
+            if would_block {
+                self.output.more_input.store(false, Ordering::SeqCst);
+                self.output.flush_held();
+            }
             self.waiting.store(would_block, Ordering::SeqCst);
             let read = (&mut self.reader)
                 .take(read_limit)
@@ -172,6 +201,8 @@ impl LineReader {
                         );
                         self.ended = true;
                     } else if !line.iter().all(u8::is_ascii_whitespace) {
+                        let more = self.has_buffered_line();
+                        self.output.more_input.store(more, Ordering::SeqCst);
                         return Some(line);
                     }
                 }
