@@ -135,6 +135,19 @@ pub fn encode_reply(id: &RequestId, outcome: &RpcResult) -> String {
 }
 
 fn encode_reply_unchecked(id: &RequestId, outcome: &RpcResult) -> String {
+    // A result is already JSON text, often large (file contents): written around it in one
+    // allocation rather than serialized into a buffer that doubles its way up to it.
+    if let Ok(result) = outcome {
+        let id = serde_json::to_string(id).unwrap_or_default();
+        let result = result.get();
+        let mut text = String::with_capacity(result.len() + id.len() + 32);
+        text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+        text.push_str(&id);
+        text.push_str(r#","result":"#);
+        text.push_str(result);
+        text.push('}');
+        return text;
+    }
     #[derive(Serialize)]
     struct Reply<'a> {
         jsonrpc: &'static str,

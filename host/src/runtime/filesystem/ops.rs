@@ -76,9 +76,15 @@ impl Roots {
             .dir
             .open_with(&resolved.relative, &options)
             .map_err(|err| resolved.io_error(&err))?;
-        // The path may have been swapped for something else between the two calls.
-        match file.metadata() {
-            Ok(meta) if meta.is_file() => Ok((file.into_std(), meta.len())),
+        // The path may have been swapped for something else between the two calls. (`fstat`
+        // rather than std's `statx` on an empty path, which costs a path lookup of its own.)
+        match rustix::fs::fstat(&file) {
+            Ok(stat)
+                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                    == rustix::fs::FileType::RegularFile =>
+            {
+                Ok((file.into_std(), u64::try_from(stat.st_size).unwrap_or(0)))
+            }
             _ => Err(not_a_file()),
         }
     }
