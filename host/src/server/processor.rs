@@ -116,11 +116,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         dispatcher: Dispatcher::new(),
         inline: false,
     };
-    // With one CPU there is nothing to gain from handing queued requests to the runtime's
-    // workers: every hand-off is a switch between threads on that CPU (pipelined 4 KiB reads
-    // on one CPU: ~1.4x the throughput inline, as replies also ride along in one write).
-    // With more, requests that arrive together run in parallel.
-    let one_cpu = std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() == 1);
+    let one_cpu = one_cpu();
     loop {
         let session = processor.phase.session().cloned();
         let taken_over = async {
@@ -159,6 +155,16 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
             }
         }
     }
+}
+
+/// Whether wexec may use a single CPU (affinity and cgroup quota count). With one there is
+/// nothing to gain from handing queued requests to the runtime's workers: every hand-off is a
+/// switch between threads on that CPU (pipelined 4 KiB reads on one CPU: ~1.4x the throughput
+/// inline, as replies also ride along in one write). With more, requests that arrive together
+/// run in parallel. Asked once: the answer reads cgroup files.
+fn one_cpu() -> bool {
+    static ONE_CPU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONE_CPU.get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() == 1))
 }
 
 impl Processor {
