@@ -5,6 +5,12 @@
 //! The servers take turns (blocks of sequential calls, rounds of pipelined batches), so a
 //! change in the machine's load touches both sides of each ratio alike.
 //!
+//! The comparison runs twice: as the kernel places the processes, then with the client and
+//! fresh servers on CPU 0. Read the second for like-for-like figures: on small VMs whose idle
+//! CPUs halt, a round trip costs several times more when client and server sit on different
+//! CPUs (every wakeup goes through the hypervisor), and in the first setting the kernel need
+//! not place both servers alike.
+//!
 //! Run:
 //! ```sh
 //! (cd /tmp/mcp && npm install @modelcontextprotocol/server-filesystem)
