@@ -330,24 +330,27 @@ async fn a_pipelined_burst_on_one_cpu_is_answered_in_full_without_further_input(
     let dir = wexec_tests::TempDir::new();
     let file = dir.path().join("note.txt");
     std::fs::write(&file, "one CPU\n").expect("write file");
-    let mut command = tokio::process::Command::new("taskset");
-    command
-        .args(["--cpu-list", "0"])
-        .arg(wexec_tests::wexec_bin())
-        .arg("--fs-root")
-        .arg(dir.path())
-        .env("XDG_CACHE_HOME", wexec_tests::plugin_cache())
-        .env("RUST_LOG", "warn")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let (server, mut client) = wexec_tests::spawn_stdio_with(command);
+    // wexec inherits the CPU affinity of the thread that starts it: one CPU, the first allowed.
+    let allowed = rustix::thread::sched_getaffinity(None).expect("CPU affinity");
+    let cpu = (0..rustix::thread::CpuSet::MAX_CPU)
+        .find(|&cpu| allowed.is_set(cpu))
+        .expect("an allowed CPU");
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    rustix::thread::sched_setaffinity(None, &one).expect("pin this thread");
+    let root = dir.path().display().to_string();
+    let spawned = std::panic::catch_unwind(|| {
+        let mut command = wexec_tests::command(&["--fs-root", &root]);
+        command.env("RUST_LOG", "warn");
+        wexec_tests::spawn_stdio_with(command)
+    });
+    rustix::thread::sched_setaffinity(None, &allowed).expect("unpin this thread");
+    let (server, mut client) = spawned.expect("spawn wexec");
     client.handshake().await;
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", server.pid())).expect("wexec's status");
     assert!(
-        status.contains("Cpus_allowed_list:\t0\n"),
+        status.contains(&format!("Cpus_allowed_list:\t{cpu}\n")),
         "wexec runs on one CPU: {status}"
     );
 
