@@ -38,14 +38,12 @@ where
     W: Write + Send + 'static,
 {
     let (outbound, outbound_rx) = Outbound::channel();
-    let direct = room.is_some();
     let output = Arc::new(SharedOutput {
         writer: Mutex::new(BufWriter::with_capacity(
             IO_BUFFER_BYTES,
             Output::new(Box::new(writer), room),
         )),
         pending: AtomicUsize::new(0),
-        direct,
         more_input: AtomicBool::new(false),
         broken: AtomicBool::new(false),
     });
@@ -67,8 +65,6 @@ struct SharedOutput {
     /// Messages queued for the writer thread and not yet flushed: while any is, nothing may be
     /// written around the queue.
     pending: AtomicUsize,
-    /// Whether stdout's room is known (a pipe), which direct writes need.
-    direct: bool,
     /// Another request is already read: a direct reply may wait in the buffer for the ones
     /// that follow (flushed before the reader waits for input, or at [`HELD_BYTES`]).
     more_input: AtomicBool,
@@ -94,9 +90,6 @@ impl SharedOutput {
 
 impl DirectSink for SharedOutput {
     fn try_write(&self, text: &str) -> bool {
-        if !self.direct {
-            return false;
-        }
         if self.pending.load(Ordering::SeqCst) != 0 || self.broken.load(Ordering::SeqCst) {
             return false;
         }

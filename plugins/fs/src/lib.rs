@@ -42,26 +42,21 @@ impl Plugin for Fs {
     }
 
     fn handle(call: Call) -> Result<Response, RpcError> {
-        // The two methods that return file contents, the hot ones, decode their params straight
-        // from the text and write their JSON themselves.
-        match call.method() {
-            "fs/readFile" => return read_file(decode_text(&call)?),
-            "fs/readBlock" => return read_block(decode_text(&call)?),
-            _ => {}
-        }
-        let params: Value = call.params()?;
         let result = match call.method() {
-            "fs/writeFile" => write_file(params),
-            "fs/createDirectory" => create_directory(params),
-            "fs/getMetadata" => get_metadata(params),
-            "fs/canonicalize" => canonicalize(params),
-            "fs/readDirectory" => read_directory(params),
-            "fs/walk" => walk(params),
-            "fs/remove" => remove(params),
-            "fs/copy" => copy(params),
-            "fs/open" => open(params),
-            "fs/writeBlock" => write_block(params),
-            "fs/close" => close(params),
+            // The two methods that return file contents write their JSON themselves.
+            "fs/readFile" => return read_file(&call),
+            "fs/readBlock" => return read_block(&call),
+            "fs/writeFile" => write_file(&call),
+            "fs/createDirectory" => create_directory(&call),
+            "fs/getMetadata" => get_metadata(&call),
+            "fs/canonicalize" => canonicalize(&call),
+            "fs/readDirectory" => read_directory(&call),
+            "fs/walk" => walk(&call),
+            "fs/remove" => remove(&call),
+            "fs/copy" => copy(&call),
+            "fs/open" => open(&call),
+            "fs/writeBlock" => write_block(&call),
+            "fs/close" => close(&call),
             other => Err(RpcError::method_not_found(other)),
         }?;
         Response::json(&result)
@@ -79,14 +74,13 @@ fn json_text(head: &str, len: usize, tail: &str, fill: impl FnOnce(&mut String))
     Response::raw(text)
 }
 
-fn decode<T: DeserializeOwned>(params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params).map_err(|err| RpcError::invalid_params(err.to_string()))
-}
-
-/// Like [`decode`] without the intermediate `Value`; a failure is described as `decode` would
-/// (serde's text without a line and column), so every method words its errors alike.
-fn decode_text<T: DeserializeOwned>(call: &Call) -> Result<T, RpcError> {
-    serde_json::from_str(call.raw_params()).or_else(|_| decode(call.params()?))
+/// A method's params, decoded straight from the text. A failure is described from a `Value`
+/// (serde's text without a line and column: `` missing field `path` ``).
+fn decode<T: DeserializeOwned>(call: &Call) -> Result<T, RpcError> {
+    serde_json::from_str(call.raw_params()).or_else(|_| {
+        serde_json::from_value(call.params::<Value>()?)
+            .map_err(|err| RpcError::invalid_params(err.to_string()))
+    })
 }
 
 fn yes() -> bool {
@@ -141,7 +135,8 @@ impl PathParams {
     }
 }
 
-fn read_file(params: PathParams) -> Result<Response, RpcError> {
+fn read_file(call: &Call) -> Result<Response, RpcError> {
+    let params: PathParams = decode(call)?;
     let encoded =
         fs::read_file_base64(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
     Ok(json_text(
@@ -154,7 +149,7 @@ fn read_file(params: PathParams) -> Result<Response, RpcError> {
     ))
 }
 
-fn write_file(params: Value) -> Result<Value, RpcError> {
+fn write_file(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Params {
@@ -162,7 +157,7 @@ fn write_file(params: Value) -> Result<Value, RpcError> {
         target: PathParams,
         data_base64: String,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     let path = params.target.native()?;
     let data = STANDARD.decode(&params.data_base64).map_err(|err| {
         RpcError::invalid_request(format!(
@@ -173,7 +168,7 @@ fn write_file(params: Value) -> Result<Value, RpcError> {
     Ok(json!({}))
 }
 
-fn create_directory(params: Value) -> Result<Value, RpcError> {
+fn create_directory(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     struct Params {
         #[serde(flatten)]
@@ -181,13 +176,13 @@ fn create_directory(params: Value) -> Result<Value, RpcError> {
         #[serde(default = "yes")]
         recursive: bool,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     fs::create_directory(&params.target.native()?, params.recursive).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
-fn get_metadata(params: Value) -> Result<Value, RpcError> {
-    let params: PathParams = decode(params)?;
+fn get_metadata(call: &Call) -> Result<Value, RpcError> {
+    let params: PathParams = decode(call)?;
     let meta = fs::metadata(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
     Ok(json!({
         "isDirectory": meta.is_directory,
@@ -199,14 +194,14 @@ fn get_metadata(params: Value) -> Result<Value, RpcError> {
     }))
 }
 
-fn canonicalize(params: Value) -> Result<Value, RpcError> {
-    let params: PathParams = decode(params)?;
+fn canonicalize(call: &Call) -> Result<Value, RpcError> {
+    let params: PathParams = decode(call)?;
     let canonical = fs::canonicalize(&params.native()?).map_err(RpcError::from)?;
     Ok(json!({"path": uri::encode(&canonical)}))
 }
 
-fn read_directory(params: Value) -> Result<Value, RpcError> {
-    let params: PathParams = decode(params)?;
+fn read_directory(call: &Call) -> Result<Value, RpcError> {
+    let params: PathParams = decode(call)?;
     let entries = fs::read_directory(&params.native()?).map_err(|error| {
         // Too many entries is an internal limit here, not a bad request (PROTOCOL §9.3).
         let too_large = error.kind == fs::ErrorKind::TooLarge;
@@ -224,18 +219,18 @@ fn read_directory(params: Value) -> Result<Value, RpcError> {
     Ok(json!({ "entries": entries }))
 }
 
-fn walk(params: Value) -> Result<Value, RpcError> {
+fn walk(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     struct Params {
         #[serde(flatten)]
         target: PathParams,
         options: walk::Options,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     walk::walk(&params.target.native()?, &params.options)
 }
 
-fn remove(params: Value) -> Result<Value, RpcError> {
+fn remove(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     struct Params {
         #[serde(flatten)]
@@ -245,12 +240,12 @@ fn remove(params: Value) -> Result<Value, RpcError> {
         #[serde(default = "yes")]
         force: bool,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     fs::remove(&params.target.native()?, params.recursive, params.force).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
-fn copy(params: Value) -> Result<Value, RpcError> {
+fn copy(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Params {
@@ -260,7 +255,7 @@ fn copy(params: Value) -> Result<Value, RpcError> {
         #[serde(default)]
         sandbox: Option<Value>,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     check_sandbox(params.sandbox.as_ref())?;
     let source = uri::decode(&params.source_path)?;
     let destination = uri::decode(&params.destination_path)?;
@@ -268,7 +263,7 @@ fn copy(params: Value) -> Result<Value, RpcError> {
     Ok(json!({}))
 }
 
-fn open(params: Value) -> Result<Value, RpcError> {
+fn open(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Params {
@@ -285,7 +280,7 @@ fn open(params: Value) -> Result<Value, RpcError> {
         Read,
         Replace,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     let path = params.target.native()?;
     let mode = match params.mode {
         Mode::Read => OpenMode::Read,
@@ -295,16 +290,15 @@ fn open(params: Value) -> Result<Value, RpcError> {
     Ok(json!({"handleId": params.handle_id}))
 }
 
-/// `fs/readBlock` params.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReadBlockParams {
-    handle_id: String,
-    offset: u64,
-    len: u64,
-}
-
-fn read_block(params: ReadBlockParams) -> Result<Response, RpcError> {
+fn read_block(call: &Call) -> Result<Response, RpcError> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Params {
+        handle_id: String,
+        offset: u64,
+        len: u64,
+    }
+    let params: Params = decode(call)?;
     if !(1..=MAX_BLOCK_BYTES).contains(&params.len) {
         return Err(RpcError::invalid_request(format!(
             "file read block length must be between 1 and {MAX_BLOCK_BYTES}"
@@ -324,7 +318,7 @@ fn read_block(params: ReadBlockParams) -> Result<Response, RpcError> {
     }))
 }
 
-fn write_block(params: Value) -> Result<Value, RpcError> {
+fn write_block(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Params {
@@ -332,7 +326,7 @@ fn write_block(params: Value) -> Result<Value, RpcError> {
         offset: u64,
         chunk: String,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     let data = STANDARD
         .decode(&params.chunk)
         .map_err(|err| RpcError::invalid_params(format!("chunk is not valid base64: {err}")))?;
@@ -340,13 +334,13 @@ fn write_block(params: Value) -> Result<Value, RpcError> {
     Ok(json!({}))
 }
 
-fn close(params: Value) -> Result<Value, RpcError> {
+fn close(call: &Call) -> Result<Value, RpcError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Params {
         handle_id: String,
     }
-    let params: Params = decode(params)?;
+    let params: Params = decode(call)?;
     fs::close(&params.handle_id);
     Ok(json!({}))
 }
