@@ -145,6 +145,12 @@ impl Response {
         Self("{}".to_owned())
     }
 
+    /// What to return once the result was sent early ([`crate::respond::early`],
+    /// [`crate::respond::early_base64`]): the host discards it.
+    pub fn sent() -> Self {
+        Self("null".to_owned())
+    }
+
     /// Already-encoded JSON text (the host refuses a result that is not JSON).
     pub fn raw(json: String) -> Self {
         Self(json)

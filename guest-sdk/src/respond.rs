@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::bindings::wexec::plugin::responder;
+use crate::fs::Contents;
 use crate::{Response, RpcError};
 
 /// Sends the call's outcome now; the call may keep running (e.g. to stream a body as
@@ -13,6 +14,14 @@ pub fn early(outcome: Result<Response, RpcError>) {
         Ok(json) => Ok(json.as_str()),
         Err(error) => Err(error),
     });
+}
+
+/// Sends the call's result now: `before`, the standard base64 of `data` as a JSON string, then
+/// `after`; `before` + `""` + `after` must be JSON, for example `{"dataBase64":` and `}`. The
+/// host encodes the bytes straight into the reply. Return [`Response::sent`] from the handler
+/// afterwards. Fails if the parts are not JSON or no client is attached to the call.
+pub fn early_base64(before: &str, data: Contents, after: &str) -> Result<(), RpcError> {
+    responder::respond_with_base64(before, data, after).map_err(RpcError::internal)
 }
 
 /// Sends a notification to the calling connection. `method` must be in the plugin's own

@@ -127,26 +127,43 @@ pub fn encode_reply(id: &RequestId, outcome: &RpcResult) -> String {
     if encoded.len() <= MAX_MESSAGE_BYTES {
         return encoded;
     }
-    let error = internal_error(format!(
-        "response of {} bytes exceeds the message limit of {MAX_MESSAGE_BYTES} bytes",
-        encoded.len()
-    ));
-    encode_reply_unchecked(id, &Err(error))
+    encode_reply_unchecked(id, &Err(too_large(encoded.len())))
+}
+
+/// Encodes a success reply whose result `write` appends (about `len` bytes of JSON the caller
+/// vouches for), such as a result assembled from validated parts around host-encoded base64.
+/// Over the message limit, the reply is the error [`encode_reply`] gives.
+pub fn encode_success_with(id: &RequestId, len: usize, write: impl FnOnce(&mut String)) -> String {
+    let encoded = success_unchecked(id, len, write);
+    if encoded.len() <= MAX_MESSAGE_BYTES {
+        return encoded;
+    }
+    encode_reply(id, &Err(too_large(encoded.len())))
+}
+
+fn too_large(len: usize) -> RpcError {
+    internal_error(format!(
+        "response of {len} bytes exceeds the message limit of {MAX_MESSAGE_BYTES} bytes"
+    ))
+}
+
+/// A success reply written around its result in one allocation, rather than serialized into a
+/// buffer that doubles its way up to a large result (file contents).
+fn success_unchecked(id: &RequestId, len: usize, write: impl FnOnce(&mut String)) -> String {
+    let id = serde_json::to_string(id).unwrap_or_default();
+    let mut text = String::with_capacity(len + id.len() + 32);
+    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    text.push_str(&id);
+    text.push_str(r#","result":"#);
+    write(&mut text);
+    text.push('}');
+    text
 }
 
 fn encode_reply_unchecked(id: &RequestId, outcome: &RpcResult) -> String {
-    // A result is already JSON text, often large (file contents): written around it in one
-    // allocation rather than serialized into a buffer that doubles its way up to it.
     if let Ok(result) = outcome {
-        let id = serde_json::to_string(id).unwrap_or_default();
         let result = result.get();
-        let mut text = String::with_capacity(result.len() + id.len() + 32);
-        text.push_str(r#"{"jsonrpc":"2.0","id":"#);
-        text.push_str(&id);
-        text.push_str(r#","result":"#);
-        text.push_str(result);
-        text.push('}');
-        return text;
+        return success_unchecked(id, result.len(), |text| text.push_str(result));
     }
     #[derive(Serialize)]
     struct Reply<'a> {

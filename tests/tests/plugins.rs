@@ -202,6 +202,79 @@ async fn a_plugin_streams_notifications_after_its_early_response_and_only_in_its
     );
 }
 
+#[tokio::test]
+async fn file_contents_held_by_the_host_answer_as_base64_only_inside_valid_json() {
+    let dir = TempDir::new();
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).expect("mkdir");
+    let small = root.join("hello.txt");
+    std::fs::write(&small, "hello").expect("write");
+    // Three of these exceed the 64 MiB an instance may hold; two do not.
+    let big = root.join("big.bin");
+    std::fs::write(&big, vec![7u8; 22 * 1024 * 1024]).expect("write");
+    let config = dir.path().join("wexec.toml");
+    std::fs::write(
+        &config,
+        format!("[[plugins]]\nfile = \"{PROBE_WASM}\"\nread-only-roots = [\"root\"]\n"),
+    )
+    .expect("write config");
+    let (_server, mut client) = spawn_stdio(&["--config", &config.display().to_string()]);
+    client.handshake().await;
+    let small = small.display().to_string();
+
+    assert_eq!(
+        client.call("probe/contents", json!({"path": small})).await,
+        json!({"len": 5, "data": "aGVsbG8="})
+    );
+    assert_eq!(
+        client
+            .call(
+                "probe/contents",
+                json!({"path": small, "before": "[{\"k\": [", "after": "]}, 1]"}),
+            )
+            .await,
+        json!([{"k": ["aGVsbG8="]}, 1]),
+        "the data may sit anywhere a string may"
+    );
+    // Parts that are not JSON around an empty string are refused, whatever the data would
+    // have made of them: here `"` + data + `"` would close a string and open another.
+    for (before, after) in [
+        ("{\"a\":\"x", "\"}"),
+        ("[", ""),
+        ("{\"a\":", "} trailing"),
+        ("", ":1"),
+    ] {
+        let err = client
+            .call_err(
+                "probe/contents",
+                json!({"path": small, "before": before, "after": after}),
+            )
+            .await;
+        assert_eq!(err["code"], -32603, "{before} … {after}: {err}");
+        let message = err["message"].as_str().expect("message");
+        assert!(
+            message.starts_with("the result around the data is not JSON: "),
+            "{message}"
+        );
+    }
+    let big = big.display().to_string();
+    let limit = "file contents held by the host would exceed 67108864 bytes: drop some first";
+    for _ in 0..2 {
+        // The same both times: what the first call held was released when it ended.
+        assert_eq!(
+            client
+                .call_err("probe/contents", json!({"path": big, "holds": 3}))
+                .await,
+            rpc_error(-32600, &format!("held 2: {limit}"))
+        );
+    }
+    assert_eq!(
+        client.call("probe/contents", json!({"path": small})).await,
+        json!({"len": 5, "data": "aGVsbG8="}),
+        "the instance keeps serving"
+    );
+}
+
 /// An HTTP server on 127.0.0.1 that answers every request with 200 `ok` and counts connections.
 async fn http_origin() -> (String, Arc<AtomicUsize>) {
     http_server(|_| {

@@ -8,5 +8,6 @@ wasmtime::component::bindgen!({
     exports: { default: async },
     with: {
         "wexec:plugin/http.body": super::http::Body,
+        "wexec:plugin/filesystem.contents": super::filesystem::Contents,
     },
 });

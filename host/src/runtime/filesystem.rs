@@ -6,6 +6,7 @@
 //! beneath the `Dir` (openat2 `RESOLVE_BENEATH` on Linux), so `..`, absolute symlinks and
 //! symlinks leading out are refused before anything is created, changed, removed or revealed.
 
+mod contents;
 mod handles;
 mod ops;
 
@@ -15,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
+pub use self::contents::Contents;
 pub use self::handles::FileHandles;
 use super::bindings::wexec::plugin::filesystem::{Error, ErrorKind};
 use crate::grants::FsRoot;
@@ -28,7 +30,10 @@ pub const MAX_DIRECTORY_ENTRIES: usize = 50_000;
 /// One granted root, opened.
 #[derive(Debug)]
 pub struct OpenRoot {
+    /// Canonical, so absolute-normal.
     path: PathBuf,
+    /// Its number of components: among nested roots, the deepest holds a path.
+    depth: usize,
     writable: bool,
     dir: Dir,
 }
@@ -45,6 +50,7 @@ impl Roots {
             .map(|root| {
                 Ok(OpenRoot {
                     path: root.path.clone(),
+                    depth: root.path.components().count(),
                     writable: root.writable,
                     dir: Dir::open_ambient_dir(&root.path, ambient_authority())?,
                 })
@@ -58,14 +64,18 @@ impl Roots {
     /// Symlinks on the way are then resolved under the root (`follow_last`: the final
     /// component too), so cap-std receives a path without them.
     fn resolve(&self, path: &str, follow_last: bool) -> Result<Resolved<'_>, Error> {
-        let normal = normalize(Path::new(path))
-            .ok_or_else(|| invalid(format!("path `{path}` is not absolute")))?;
+        let normal = if is_normal(path) {
+            PathBuf::from(path)
+        } else {
+            normalize(Path::new(path))
+                .ok_or_else(|| invalid(format!("path `{path}` is not absolute")))?
+        };
         let (root, relative) = self
             .0
             .iter()
-            .filter_map(|root| Some((root, normal.strip_prefix(&root.path).ok()?)))
+            .filter_map(|root| Some((root, beneath(&normal, &root.path)?)))
             // The innermost root wins when roots nest.
-            .max_by_key(|(root, _)| root.path.components().count())
+            .max_by_key(|(root, _)| root.depth)
             .ok_or_else(|| outside(path))?;
         let (relative, last) = resolve_links(root, relative, follow_last, path)?;
         Ok(Resolved {
@@ -93,9 +103,42 @@ fn resolve_links(
     follow_last: bool,
     original: &str,
 ) -> Result<(PathBuf, Option<cap_std::fs::Metadata>), Error> {
-    let mut pending: std::collections::VecDeque<std::ffi::OsString> =
-        relative.iter().map(std::ffi::OsStr::to_os_string).collect();
-    let mut resolved = PathBuf::new();
+    // Most paths have no symlink: they are checked in place, one component at a time, and only
+    // a symlink's splicing needs the queue below.
+    let mut resolved = PathBuf::with_capacity(relative.as_os_str().len());
+    let mut names = relative.iter().peekable();
+    let mut last = None;
+    while let Some(name) = names.next() {
+        resolved.push(name);
+        let follow = follow_last || names.peek().is_some();
+        let meta = if follow {
+            root.dir.symlink_metadata(&resolved).ok()
+        } else {
+            None
+        };
+        if meta.as_ref().is_some_and(cap_std::fs::Metadata::is_symlink) {
+            resolved.pop();
+            let pending = std::iter::once(name)
+                .chain(names)
+                .map(std::ffi::OsStr::to_os_string);
+            return resolve_spliced(root, resolved, pending.collect(), follow_last, original);
+        }
+        last = meta.filter(|_| names.peek().is_none());
+    }
+    if resolved.as_os_str().is_empty() {
+        return Ok((PathBuf::from("."), None));
+    }
+    Ok((resolved, last))
+}
+
+/// [`resolve_links`] from its first symlink on: `resolved` so far, then the `pending` names.
+fn resolve_spliced(
+    root: &OpenRoot,
+    mut resolved: PathBuf,
+    mut pending: std::collections::VecDeque<std::ffi::OsString>,
+    follow_last: bool,
+    original: &str,
+) -> Result<(PathBuf, Option<cap_std::fs::Metadata>), Error> {
     let mut last = None;
     let mut hops = 0;
     while let Some(name) = pending.pop_front() {
@@ -186,6 +229,32 @@ impl Resolved<'_> {
     }
 }
 
+/// Whether `path` is already absolute-normal, as most request paths are: absolute, without an
+/// empty, `.` or `..` component, without a trailing `/` (save `/` itself). [`normalize`] would
+/// return it unchanged, so this check spares it the work.
+fn is_normal(path: &str) -> bool {
+    path == "/"
+        || path.strip_prefix('/').is_some_and(|rest| {
+            rest.split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..")
+        })
+}
+
+/// `path` relative to `root` (empty for the root itself) if it is `root` or beneath it; both
+/// are absolute-normal, so comparing bytes is comparing components.
+fn beneath<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
+    use std::os::unix::ffi::OsStrExt;
+    let (path, root) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    let rest = path.strip_prefix(root)?;
+    // Beneath `/`, or the root itself: nothing separates the rest.
+    let relative = if root == b"/" || rest.is_empty() {
+        rest
+    } else {
+        rest.strip_prefix(b"/")?
+    };
+    Some(Path::new(std::ffi::OsStr::from_bytes(relative)))
+}
+
 /// Makes `path` absolute-normal: `.` dropped, `..` applied lexically. `None` if relative.
 fn normalize(path: &Path) -> Option<PathBuf> {
     if !path.is_absolute() {
@@ -259,6 +328,59 @@ mod tests {
                 normalize(Path::new(input)),
                 expected.map(PathBuf::from),
                 "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_normal_fast_path_agrees_with_normalize() {
+        for input in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a/b/",
+            "//a",
+            "/a//b",
+            "/a/./b",
+            "/a/../b",
+            "/.",
+            "/..",
+            "/a/.",
+            "/a/..",
+            "/.a/..b/...",
+            "a/b",
+            "",
+            "/a b/ü",
+        ] {
+            // Compared as text: `Path` equality ignores a trailing `/`.
+            let normal = normalize(Path::new(input)).map(PathBuf::into_os_string);
+            assert_eq!(
+                normal.as_deref() == Some(std::ffi::OsStr::new(input)),
+                is_normal(input),
+                "{input}"
+            );
+        }
+    }
+
+    #[test]
+    fn beneath_compares_whole_components() {
+        let cases = [
+            ("/tmp/root/f", "/tmp/root", Some("f")),
+            ("/tmp/root/a/b", "/tmp/root", Some("a/b")),
+            ("/tmp/root", "/tmp/root", Some("")),
+            ("/tmp/rootless/f", "/tmp/root", None),
+            ("/tmp/roo", "/tmp/root", None),
+            ("/etc", "/tmp/root", None),
+            ("/etc/passwd", "/", Some("etc/passwd")),
+            ("/", "/", Some("")),
+        ];
+        for (path, root, expected) in cases {
+            let got = beneath(Path::new(path), Path::new(root));
+            assert_eq!(got, expected.map(Path::new), "{path} under {root}");
+            assert_eq!(
+                got,
+                Path::new(path).strip_prefix(root).ok(),
+                "{path} under {root}: as std says"
             );
         }
     }

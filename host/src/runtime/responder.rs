@@ -5,11 +5,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use serde_json::value::RawValue;
+use wasmtime::component::Resource;
 
 use super::bindings::wexec::plugin::responder::Host;
 use super::bindings::wexec::plugin::types::RpcError as WitRpcError;
+use super::filesystem::Contents;
 use super::state::HostState;
-use crate::rpc::{RequestId, RpcError, RpcResult, encode_reply, internal_error};
+use crate::rpc::{
+    RequestId, RpcError, RpcResult, encode_reply, encode_success_with, internal_error,
+};
 use crate::transport::Outbound;
 
 /// The reply to one request.
@@ -37,6 +41,17 @@ impl Reply {
         }
         // A closed connection has nobody left to answer.
         let _ = self.outbound.send(encode_reply(&self.id, outcome)).await;
+    }
+
+    /// Sends a success whose result `write` appends (about `len` bytes of JSON the caller
+    /// vouches for) unless a reply was already sent.
+    pub async fn send_success_with(&self, len: usize, write: impl FnOnce(&mut String)) {
+        if self.sent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let _ = (self.outbound)
+            .send(encode_success_with(&self.id, len, write))
+            .await;
     }
 
     /// The connection's outbound queue.
@@ -74,6 +89,41 @@ impl Host for HostState {
         let waited = Instant::now();
         reply.send(&outcome).await;
         self.clock.add_host_time(waited.elapsed());
+    }
+
+    async fn respond_with_base64(
+        &mut self,
+        before: String,
+        data: Resource<Contents>,
+        after: String,
+    ) -> Result<(), String> {
+        let contents = self
+            .take_contents(data)
+            .map_err(|err| format!("no such contents: {err}"))?;
+        let Some(reply) = self.call.as_ref().and_then(|call| call.reply.clone()) else {
+            return Err("no client is attached to this call".into());
+        };
+        // Base64 has no character that needs escaping, so the result is JSON exactly when the
+        // parts are JSON with an empty string in the data's place. (Were `before` to end inside
+        // a string, `""` would close it and open another right after: never JSON.)
+        let around = [before.as_str(), "\"\"", after.as_str()].concat();
+        if let Err(err) = serde_json::from_str::<serde::de::IgnoredAny>(&around) {
+            return Err(format!("the result around the data is not JSON: {err}"));
+        }
+        let bytes = contents.bytes();
+        let len = before.len() + bytes.len().div_ceil(3) * 4 + after.len() + 2;
+        let waited = Instant::now();
+        reply
+            .send_success_with(len, |text| {
+                text.push_str(&before);
+                text.push('"');
+                base64_simd::STANDARD.encode_append(bytes, text);
+                text.push('"');
+                text.push_str(&after);
+            })
+            .await;
+        self.clock.add_host_time(waited.elapsed());
+        Ok(())
     }
 
     async fn notify(&mut self, method: String, params: String) -> Result<(), String> {

@@ -38,6 +38,8 @@ pub struct HostState {
     pub clock: CallClock,
     /// The call in progress, if any.
     pub call: Option<CallContext>,
+    /// Bytes of file `contents` the guest holds (outside its memory, so counted here).
+    pub contents_held: u64,
 }
 
 impl HostState {
@@ -58,6 +60,7 @@ impl HostState {
             plugin,
             shared,
             call: None,
+            contents_held: 0,
         }
     }
 

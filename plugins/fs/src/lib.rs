@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use wexec_guest::fs::{self, OpenMode};
 use wexec_guest::path as uri;
-use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError};
+use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, respond};
 
 /// Largest block read or written at once.
 const MAX_BLOCK_BYTES: u64 = 1024 * 1024;
@@ -135,18 +135,13 @@ impl PathParams {
     }
 }
 
+/// The contents go from the host to the client without passing through the plugin.
 fn read_file(call: &Call) -> Result<Response, RpcError> {
     let params: PathParams = decode(call)?;
-    let encoded =
-        fs::read_file_base64(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
-    Ok(json_text(
-        r#"{"dataBase64":""#,
-        encoded.len(),
-        r#""}"#,
-        |text| {
-            text.push_str(&encoded);
-        },
-    ))
+    let contents = fs::read_file_contents(&params.native()?, params.follow_symlinks)
+        .map_err(RpcError::from)?;
+    respond::early_base64(r#"{"dataBase64":"#, contents, "}")?;
+    Ok(Response::sent())
 }
 
 fn write_file(call: &Call) -> Result<Value, RpcError> {

@@ -6,9 +6,11 @@ use std::time::{Instant, UNIX_EPOCH};
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 
+use wasmtime::component::Resource;
+
 use super::{
-    Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Resolved, Roots, invalid,
-    normalize,
+    Contents, Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Resolved, Roots,
+    invalid, normalize,
 };
 use crate::runtime::bindings::wexec::plugin::filesystem::{
     DirEntry, FileKind, Host, Metadata, OpenMode,
@@ -20,17 +22,17 @@ use crate::runtime::state::HostState;
 /// has met the end: the read that would return 0 is skipped. Files whose size says nothing
 /// about their contents (procfs reports 0, sysfs a page) read short or long of it, and are read
 /// on until a read returns 0.
-fn read_sized(mut file: std::fs::File, size: u64) -> std::io::Result<Vec<u8>> {
+fn read_sized(file: std::fs::File, size: u64) -> std::io::Result<Vec<u8>> {
     let expected = usize::try_from(size.min(MAX_READ_FILE_BYTES)).unwrap_or(0);
     // A size of 0 is often procfs's way of saying nothing: start with a page or two, not a byte.
-    let mut data = vec![0; if expected == 0 { 8192 } else { expected + 1 }];
+    // Read into the spare capacity: zeroing what the read overwrites costs as much as copying.
+    let mut data = Vec::with_capacity(if expected == 0 { 8192 } else { expected + 1 });
     let first = loop {
-        match file.read(&mut data) {
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+        match rustix::io::read(&file, rustix::buffer::spare_capacity(&mut data)) {
+            Err(rustix::io::Errno::INTR) => {}
             read => break read?,
         }
     };
-    data.truncate(first);
     if first != expected || expected == 0 {
         let rest = MAX_READ_FILE_BYTES + 1 - first as u64;
         file.take(rest).read_to_end(&mut data)?;
@@ -47,6 +49,36 @@ impl Roots {
             ))),
             _ => Ok(()),
         }
+    }
+
+    /// Opens a resolved path for reading, non-blocking. A single component already checked to
+    /// be no symlink is opened with plain `openat(O_NOFOLLOW)` in the root: a name without `/`
+    /// cannot leave the directory except through a symlink, and one swapped in meanwhile fails
+    /// the open. Everything else goes through cap-std's confinement. (`openat` costs about
+    /// 10% less than `openat2` here.)
+    fn open_checked(resolved: &Resolved<'_>) -> std::io::Result<std::fs::File> {
+        let mut components = resolved.relative.components();
+        if let (Some(std::path::Component::Normal(name)), None, Some(_)) =
+            (components.next(), components.next(), &resolved.last)
+        {
+            let flags = rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::NONBLOCK
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::NOCTTY
+                | rustix::fs::OFlags::CLOEXEC;
+            let fd =
+                rustix::fs::openat(&resolved.root.dir, name, flags, rustix::fs::Mode::empty())?;
+            return Ok(std::fs::File::from(fd));
+        }
+        let mut options = OpenOptions::new();
+        options
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        Ok(resolved
+            .root
+            .dir
+            .open_with(&resolved.relative, &options)?
+            .into_std())
     }
 
     /// Opens a regular file for reading without ever blocking on a FIFO; returns it with its
@@ -67,15 +99,7 @@ impl Roots {
         if !is_file {
             return Err(not_a_file());
         }
-        let mut options = OpenOptions::new();
-        options
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-        let file = resolved
-            .root
-            .dir
-            .open_with(&resolved.relative, &options)
-            .map_err(|err| resolved.io_error(&err))?;
+        let file = Self::open_checked(resolved).map_err(|err| resolved.io_error(&err))?;
         // The path may have been swapped for something else between the two calls. (`fstat`
         // rather than std's `statx` on an empty path, which costs a path lookup of its own.)
         match rustix::fs::fstat(&file) {
@@ -83,7 +107,7 @@ impl Roots {
                 if rustix::fs::FileType::from_raw_mode(stat.st_mode)
                     == rustix::fs::FileType::RegularFile =>
             {
-                Ok((file.into_std(), u64::try_from(stat.st_size).unwrap_or(0)))
+                Ok((file, u64::try_from(stat.st_size).unwrap_or(0)))
             }
             _ => Err(not_a_file()),
         }
@@ -429,6 +453,15 @@ impl Host for HostState {
             let data = state.plugin.roots.read_file(&path, follow_symlinks)?;
             Ok(base64_simd::STANDARD.encode_to_string(data))
         })
+    }
+
+    async fn read_file_contents(
+        &mut self,
+        path: String,
+        follow_symlinks: bool,
+    ) -> Result<Resource<Contents>, Error> {
+        let data = self.timed(|state| state.plugin.roots.read_file(&path, follow_symlinks))?;
+        self.hold_contents(data)
     }
 
     async fn write_file(

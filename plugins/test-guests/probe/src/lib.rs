@@ -1,6 +1,7 @@
 //! `probe`: a test guest for the wexec plugin runtime. Each method exercises one behaviour the
 //! host must handle — a JSON round trip, the plugin's own error, a loop that never ends, an
-//! allocation that never ends, a panic, and each capability, granted or denied.
+//! allocation that never ends, a panic, each capability, granted or denied, and file contents
+//! answered from the host.
 
 #![allow(
     unsafe_code,
@@ -44,7 +45,7 @@ impl Guest for Probe {
             contract: "0.1.0".into(),
             methods: [
                 "echo", "fail", "spin", "grow", "panic", "read", "fetch", "env", "var", "stream",
-                "calls", "noop",
+                "calls", "noop", "contents",
             ]
             .iter()
             .map(|method| format!("probe/{method}"))
@@ -141,6 +142,26 @@ impl Guest for Probe {
                 let spoof = responder::notify("process/output", "{}");
                 let refused = spoof.is_err();
                 responder::notify("probe/done", &format!(r#"{{"spoofRefused":{refused}}}"#))
+                    .map_err(|err| error(-32603, err))?;
+                Ok("null".into())
+            }
+            "probe/contents" => {
+                // Holds `holds` copies of the file, then answers with the first as base64
+                // between `before` (default: its length) and `after`.
+                let path = param(&parsed, "path")?;
+                let holds = parsed.get("holds").and_then(serde_json::Value::as_u64);
+                let mut held = Vec::new();
+                for _ in 0..holds.unwrap_or(1) {
+                    let contents = filesystem::read_file_contents(&path, true).map_err(|err| {
+                        error(-32600, format!("held {}: {}", held.len(), err.message))
+                    })?;
+                    held.push(contents);
+                }
+                let data = held.swap_remove(0);
+                let before = param(&parsed, "before")
+                    .unwrap_or_else(|_| format!(r#"{{"len":{},"data":"#, data.len()));
+                let after = param(&parsed, "after").unwrap_or_else(|_| "}".into());
+                responder::respond_with_base64(&before, data, &after)
                     .map_err(|err| error(-32603, err))?;
                 Ok("null".into())
             }
