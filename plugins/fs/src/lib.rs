@@ -5,8 +5,8 @@ mod walk;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wexec_guest::fs::{self, OpenMode};
 use wexec_guest::path as uri;
@@ -43,14 +43,14 @@ impl Plugin for Fs {
 
     fn handle(call: Call) -> Result<Response, RpcError> {
         let result = match call.method() {
-            // The two methods that return file contents write their JSON themselves.
+            // These build their results without a `Value` in between.
             "fs/readFile" => return read_file(&call),
             "fs/readBlock" => return read_block(&call),
+            "fs/getMetadata" => return get_metadata(&call),
+            "fs/readDirectory" => return read_directory(&call),
             "fs/writeFile" => write_file(&call),
             "fs/createDirectory" => create_directory(&call),
-            "fs/getMetadata" => get_metadata(&call),
             "fs/canonicalize" => canonicalize(&call),
-            "fs/readDirectory" => read_directory(&call),
             "fs/walk" => walk(&call),
             "fs/remove" => remove(&call),
             "fs/copy" => copy(&call),
@@ -176,17 +176,28 @@ fn create_directory(call: &Call) -> Result<Value, RpcError> {
     Ok(json!({}))
 }
 
-fn get_metadata(call: &Call) -> Result<Value, RpcError> {
+fn get_metadata(call: &Call) -> Result<Response, RpcError> {
+    /// Serialized as is: no map of `Value`s built first.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Metadata {
+        is_directory: bool,
+        is_file: bool,
+        is_symlink: bool,
+        size: u64,
+        created_at_ms: u64,
+        modified_at_ms: u64,
+    }
     let params: PathParams = decode(call)?;
     let meta = fs::metadata(&params.native()?, params.follow_symlinks).map_err(RpcError::from)?;
-    Ok(json!({
-        "isDirectory": meta.is_directory,
-        "isFile": meta.is_file,
-        "isSymlink": meta.is_symlink,
-        "size": meta.size,
-        "createdAtMs": meta.created_at_ms,
-        "modifiedAtMs": meta.modified_at_ms,
-    }))
+    Response::json(&Metadata {
+        is_directory: meta.is_directory,
+        is_file: meta.is_file,
+        is_symlink: meta.is_symlink,
+        size: meta.size,
+        created_at_ms: meta.created_at_ms,
+        modified_at_ms: meta.modified_at_ms,
+    })
 }
 
 fn canonicalize(call: &Call) -> Result<Value, RpcError> {
@@ -195,7 +206,7 @@ fn canonicalize(call: &Call) -> Result<Value, RpcError> {
     Ok(json!({"path": uri::encode(&canonical)}))
 }
 
-fn read_directory(call: &Call) -> Result<Value, RpcError> {
+fn read_directory(call: &Call) -> Result<Response, RpcError> {
     let params: PathParams = decode(call)?;
     let entries = fs::read_directory(&params.native()?).map_err(|error| {
         // Too many entries is an internal limit here, not a bad request (PROTOCOL §9.3).
@@ -206,12 +217,27 @@ fn read_directory(call: &Call) -> Result<Value, RpcError> {
         }
         mapped
     })?;
-    let entries: Vec<Value> = entries
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Entry {
+        file_name: String,
+        is_directory: bool,
+        is_file: bool,
+    }
+    #[derive(Serialize)]
+    struct Listing {
+        entries: Vec<Entry>,
+    }
+    let entries = entries
         .into_iter()
         .filter(|entry| !entry.target_missing)
-        .map(|entry| json!({"fileName": entry.name, "isDirectory": entry.is_directory, "isFile": entry.is_file}))
+        .map(|entry| Entry {
+            file_name: entry.name,
+            is_directory: entry.is_directory,
+            is_file: entry.is_file,
+        })
         .collect();
-    Ok(json!({ "entries": entries }))
+    Response::json(&Listing { entries })
 }
 
 fn walk(call: &Call) -> Result<Value, RpcError> {
