@@ -623,3 +623,34 @@ async fn rejects_escape_attempts_with_no_side_effect() {
     assert!(!std::path::Path::new(&format!("{root}/stolen")).exists());
     assert!(!f.dir.path().join("planted").exists());
 }
+
+#[tokio::test]
+async fn a_file_at_the_read_limit_is_read_whole_under_a_small_plugin_memory_limit() {
+    // The bytes go from the host to the client without entering the plugin, so its memory
+    // limit does not bound what fs/readFile returns (copied through the guest, 32 MiB and its
+    // base64 took more than 64 MiB).
+    let dir = TempDir::new();
+    let limit = 32 * 1024 * 1024;
+    let data: Vec<u8> = (0..limit).map(|i| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("limit.bin"), &data).expect("write");
+    std::fs::write(dir.path().join("over.bin"), vec![0u8; limit + 1]).expect("write");
+    let root = dir.path().display().to_string();
+    let (_server, mut client) =
+        spawn_stdio(&["--fs-root", &root, "--plugin-memory-limit-mib", "64"]);
+    client.handshake().await;
+
+    let read = client
+        .call("fs/readFile", json!({"path": format!("{root}/limit.bin")}))
+        .await;
+    let encoded = read["dataBase64"].as_str().expect("dataBase64");
+    assert!(
+        STANDARD.decode(encoded).expect("base64") == data,
+        "every byte arrives"
+    );
+    assert_eq!(
+        client
+            .call_err("fs/readFile", json!({"path": format!("{root}/over.bin")}))
+            .await,
+        rpc_error(-32600, "file is too large to read: limit is 33554432 bytes")
+    );
+}
