@@ -96,6 +96,11 @@ pub fn read_block(id: &str, offset: u64, len: u32) -> Result<Vec<u8>, Error> {
     wit::read_block(id, offset, len)
 }
 
+/// [`read_block`], with the bytes left with the host for [`crate::respond::early_base64`].
+pub fn read_block_contents(id: &str, offset: u64, len: u32) -> Result<Contents, Error> {
+    wit::read_block_contents(id, offset, len)
+}
+
 /// Writes `data` at `offset` to handle `id`.
 pub fn write_block(id: &str, offset: u64, data: &[u8]) -> Result<(), Error> {
     wit::write_block(id, offset, data)

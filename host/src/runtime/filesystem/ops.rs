@@ -521,6 +521,16 @@ impl Host for HostState {
         self.timed(|_| handles.read_block(&handle_id, offset, len))
     }
 
+    async fn read_block_contents(
+        &mut self,
+        handle_id: String,
+        offset: u64,
+        len: u32,
+    ) -> Result<Resource<Contents>, Error> {
+        let data = self.read_block(handle_id, offset, len).await?;
+        self.hold_contents(data)
+    }
+
     async fn write_block(
         &mut self,
         handle_id: String,
