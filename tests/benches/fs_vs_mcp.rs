@@ -5,11 +5,12 @@
 //! The servers take turns (blocks of sequential calls, rounds of pipelined batches), so a
 //! change in the machine's load touches both sides of each ratio alike.
 //!
-//! The comparison runs twice: as the kernel places the processes, then with the client and
-//! fresh servers on CPU 0. Read the second for like-for-like figures: on small VMs whose idle
-//! CPUs halt, a round trip costs several times more when client and server sit on different
-//! CPUs (every wakeup goes through the hypervisor), and in the first setting the kernel need
-//! not place both servers alike.
+//! The comparison runs three times, with fresh servers each time: as the kernel places the
+//! processes; with the client and the servers on CPU 0; with the client on CPU 0 and the
+//! servers on CPU 1. Read the last two for like-for-like figures: on small VMs whose idle CPUs
+//! halt, a round trip costs several times more when client and server sit on different CPUs
+//! (every wakeup goes through the hypervisor), and in the first setting the kernel need not
+//! place both servers alike.
 //!
 //! Run:
 //! ```sh
@@ -216,33 +217,50 @@ fn main() {
             "MCP_FS_SERVER is not set: install @modelcontextprotocol/server-filesystem with npm and point it at dist/index.js to compare"
         );
     }
-    compare(
-        "as the kernel places them",
-        dir.path(),
-        &file,
-        server.as_deref(),
-    );
+    // Asked before any pinning narrows it.
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let run = |setting: &str, servers_on: Option<usize>, client_on: Option<usize>| {
+        compare(
+            setting,
+            dir.path(),
+            &file,
+            server.as_deref(),
+            servers_on,
+            client_on,
+        );
+    };
+    run("as the kernel places them", None, None);
     // On a small VM where idle CPUs halt, which CPU a server wakes on decides a round trip more
-    // than the server does (tens of µs for a wakeup through the hypervisor). With the client
-    // and both servers on one CPU, what is left is each server's own work.
-    let mut one = rustix::thread::CpuSet::new();
-    one.set(0);
-    rustix::thread::sched_setaffinity(None, &one).expect("pin to CPU 0");
-    compare(
-        "client and servers on one CPU",
-        dir.path(),
-        &file,
-        server.as_deref(),
-    );
+    // than the server does (tens of µs for a wakeup through the hypervisor). Both servers are
+    // therefore also measured placed alike: all on one CPU, where what is left is each
+    // server's own work, and servers on another CPU than the client, where every round trip
+    // pays two wakeups across CPUs.
+    run("client and servers on one CPU", Some(0), Some(0));
+    if cpus > 1 {
+        run("client on CPU 0, servers on CPU 1", Some(1), Some(0));
+    }
 }
 
-/// Runs the comparison with fresh servers (they inherit this thread's CPU affinity).
+/// Pins the calling thread (and what it spawns from then on) to `cpu`.
+fn pin(cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    rustix::thread::sched_setaffinity(None, &set).expect("pin to a CPU");
+}
+
+/// Runs the comparison with fresh servers, spawned on `servers_on` (they inherit the
+/// spawning thread's affinity), then measured from `client_on`.
 fn compare(
     setting: &str,
     root: &std::path::Path,
     file: &std::path::Path,
     server: Option<&std::ffi::OsStr>,
+    servers_on: Option<usize>,
+    client_on: Option<usize>,
 ) {
+    if let Some(cpu) = servers_on {
+        pin(cpu);
+    }
     let path = file.display().to_string();
     let root = root.display().to_string();
 
@@ -302,6 +320,9 @@ fn compare(
         pipelined.push(("tools/call", tool));
     }
 
+    if let Some(cpu) = client_on {
+        pin(cpu);
+    }
     let medians = sequential_medians(&mut peers, &mut measures);
     let rates = pipelined_medians(&mut peers, &pipelined);
     println!("{setting}:");
