@@ -15,8 +15,8 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use wexec_tests::{
-    Client, PROBE_WASM, TempDir, command, resident_bytes, rpc_error, spawn_stdio, spawn_stdio_with,
-    spawn_websocket,
+    Client, PROBE_WASM, Server, TempDir, command, resident_bytes, rpc_error, spawn_stdio,
+    spawn_stdio_with, spawn_websocket,
 };
 
 /// The probe's entry in a `plugin/list` result.
@@ -26,6 +26,20 @@ fn probe_entry(list: &Value) -> Value {
         .and_then(|plugins| plugins.iter().find(|plugin| plugin["name"] == "probe"))
         .cloned()
         .expect("probe is listed")
+}
+
+/// wexec with the probe loaded from a config file in `dir`, its `[[plugins]]` entry granting
+/// `grants` (TOML), after the handshake.
+async fn spawn_probe_configured(dir: &TempDir, grants: &str) -> (Server, Client) {
+    let config = dir.path().join("wexec.toml");
+    std::fs::write(
+        &config,
+        format!("[[plugins]]\nfile = \"{PROBE_WASM}\"\n{grants}\n"),
+    )
+    .expect("write config");
+    let (server, mut client) = spawn_stdio(&["--config", &config.display().to_string()]);
+    client.handshake().await;
+    (server, client)
 }
 
 fn probe_args() -> Vec<&'static str> {
@@ -212,14 +226,7 @@ async fn file_contents_held_by_the_host_answer_as_base64_only_inside_valid_json(
     // Three of these exceed the 64 MiB an instance may hold; two do not.
     let big = root.join("big.bin");
     std::fs::write(&big, vec![7u8; 22 * 1024 * 1024]).expect("write");
-    let config = dir.path().join("wexec.toml");
-    std::fs::write(
-        &config,
-        format!("[[plugins]]\nfile = \"{PROBE_WASM}\"\nread-only-roots = [\"root\"]\n"),
-    )
-    .expect("write config");
-    let (_server, mut client) = spawn_stdio(&["--config", &config.display().to_string()]);
-    client.handshake().await;
+    let (_server, mut client) = spawn_probe_configured(&dir, "read-only-roots = [\"root\"]").await;
     let small = small.display().to_string();
 
     assert_eq!(
@@ -497,14 +504,8 @@ async fn every_redirect_hop_is_checked_against_the_grants() {
     let allowed = format!("http://{redirector}/hop?to=http://{origin}/final");
     let denied = format!("http://{redirector}/hop?to=http://localhost:1/elsewhere");
     let dir = TempDir::new();
-    let config = dir.path().join("wexec.toml");
-    std::fs::write(
-        &config,
-        format!("[[plugins]]\nfile = \"{PROBE_WASM}\"\nallow-hosts = [\"127.0.0.1:*\"]\n"),
-    )
-    .expect("write");
-    let (_server, mut client) = spawn_stdio(&["--config", &config.display().to_string()]);
-    client.handshake().await;
+    let (_server, mut client) =
+        spawn_probe_configured(&dir, "allow-hosts = [\"127.0.0.1:*\"]").await;
 
     let stop = client.call("probe/fetch", json!({"url": allowed})).await;
     assert_eq!(
