@@ -243,6 +243,16 @@ async fn file_contents_held_by_the_host_answer_as_base64_only_inside_valid_json(
         json!([{"k": ["aGVsbG8="]}, 1]),
         "the data may sit anywhere a string may"
     );
+    assert_eq!(
+        client
+            .call(
+                "probe/contents",
+                json!({"path": small, "before": "{\"a\":\"x\\", "after": "}"}),
+            )
+            .await,
+        json!({"a": "x\"aGVsbG8="}),
+        "after an escaping backslash the data joins the string it is in: still JSON"
+    );
     // Parts that are not JSON around an empty string are refused, whatever the data would
     // have made of them: here `"` + data + `"` would close a string and open another.
     for (before, after) in [

@@ -103,9 +103,11 @@ impl Host for HostState {
         let Some(reply) = self.call.as_ref().and_then(|call| call.reply.clone()) else {
             return Err("no client is attached to this call".into());
         };
-        // Base64 has no character that needs escaping, so the result is JSON exactly when the
-        // parts are JSON with an empty string in the data's place. (Were `before` to end inside
-        // a string, `""` would close it and open another right after: never JSON.)
+        // Base64 has no character that needs escaping, so the result is JSON whenever the parts
+        // are JSON with an empty string in the data's place: the data then sits inside a string.
+        // (Were `before` to end inside a string, `""` would close it and open another right
+        // after, never JSON; after a `\` the first quote is escaped and the data joins that
+        // string, still JSON.)
         let around = [before.as_str(), "\"\"", after.as_str()].concat();
         if let Err(err) = serde_json::from_str::<serde::de::IgnoredAny>(&around) {
             return Err(format!("the result around the data is not JSON: {err}"));

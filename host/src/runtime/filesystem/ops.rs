@@ -5,7 +5,6 @@ use std::path::Path;
 use std::time::{Instant, UNIX_EPOCH};
 
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
-
 use wasmtime::component::Resource;
 
 use super::{
