@@ -279,3 +279,65 @@ async fn sigterm_stops_the_listener_with_status_zero() {
     server.kill_with("INT").await;
     assert!(server.wait().await.success());
 }
+
+#[tokio::test]
+async fn file_contents_answer_concurrent_reads_over_websocket() {
+    // fs/readFile and fs/readBlock answer early from the host; over WebSocket those replies
+    // go through the connection's queue while other requests run on other threads.
+    let dir = wexec_tests::TempDir::new();
+    let files: Vec<(String, Vec<u8>)> = [0usize, 1, 4096, 1 << 20]
+        .iter()
+        .map(|&len| {
+            let path = dir.path().join(format!("f{len}"));
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 256) as u8).collect();
+            std::fs::write(&path, &data).expect("write");
+            (path.display().to_string(), data)
+        })
+        .collect();
+    let root = dir.path().display().to_string();
+    let server = spawn_websocket(&["--fs-root", &root]).await;
+    let mut client = server.connect().await;
+    client.handshake().await;
+    let (big_path, big) = &files[3];
+    client
+        .call("fs/open", json!({"handleId": "big", "path": big_path}))
+        .await;
+
+    let rounds = 25;
+    for round in 0..rounds {
+        for (index, (path, _)) in files.iter().enumerate() {
+            client
+                .send(&json!({"id": round * 10 + index, "method": "fs/readFile", "params": {"path": path}}))
+                .await;
+        }
+        let offset = round * 40_000;
+        client
+            .send(&json!({"id": round * 10 + 9, "method": "fs/readBlock", "params": {"handleId": "big", "offset": offset, "len": 50_000}}))
+            .await;
+    }
+    let decode = |text: &Value| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.as_str().expect("base64 text"))
+            .expect("base64")
+    };
+    for _ in 0..rounds * (files.len() + 1) {
+        let reply = client.recv().await;
+        let id = reply["id"].as_u64().expect("integer id") as usize;
+        let (round, index) = (id / 10, id % 10);
+        if index == 9 {
+            let offset = round * 40_000;
+            assert_eq!(
+                decode(&reply["result"]["chunk"]),
+                big[offset..offset + 50_000],
+                "{id}"
+            );
+            assert_eq!(reply["result"]["eof"], false);
+        } else {
+            assert!(
+                decode(&reply["result"]["dataBase64"]) == files[index].1,
+                "{id}: the whole file"
+            );
+        }
+    }
+}
