@@ -123,22 +123,38 @@ pub fn expect_no_params(params: &Value) -> Result<(), RpcError> {
 /// Encodes a reply to `id`. A reply that would exceed [`MAX_MESSAGE_BYTES`] is replaced by a
 /// -32603 error, so an oversized result can never break the client's framing.
 pub fn encode_reply(id: &RequestId, outcome: &RpcResult) -> String {
-    let encoded = encode_reply_unchecked(id, outcome);
-    if encoded.len() <= MAX_MESSAGE_BYTES {
-        return encoded;
+    match outcome {
+        Ok(result) => {
+            let result = result.get();
+            encode_success_with(id, result.len(), |text| text.push_str(result))
+        }
+        Err(error) => {
+            let encoded = encode_error(id, error);
+            if encoded.len() <= MAX_MESSAGE_BYTES {
+                return encoded;
+            }
+            encode_error(id, &too_large(encoded.len()))
+        }
     }
-    encode_reply_unchecked(id, &Err(too_large(encoded.len())))
 }
 
 /// Encodes a success reply whose result `write` appends (about `len` bytes of JSON the caller
 /// vouches for), such as a result assembled from validated parts around host-encoded base64.
-/// Over the message limit, the reply is the error [`encode_reply`] gives.
+/// It is written around the result in one allocation, rather than serialized into a buffer
+/// that doubles its way up to a large result (file contents). Over the message limit, the
+/// reply is a -32603 error instead.
 pub fn encode_success_with(id: &RequestId, len: usize, write: impl FnOnce(&mut String)) -> String {
-    let encoded = success_unchecked(id, len, write);
-    if encoded.len() <= MAX_MESSAGE_BYTES {
-        return encoded;
+    let id_text = serde_json::to_string(id).unwrap_or_default();
+    let mut text = String::with_capacity(len + id_text.len() + 32);
+    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    text.push_str(&id_text);
+    text.push_str(r#","result":"#);
+    write(&mut text);
+    text.push('}');
+    if text.len() <= MAX_MESSAGE_BYTES {
+        return text;
     }
-    encode_reply(id, &Err(too_large(encoded.len())))
+    encode_error(id, &too_large(text.len()))
 }
 
 fn too_large(len: usize) -> RpcError {
@@ -147,44 +163,19 @@ fn too_large(len: usize) -> RpcError {
     ))
 }
 
-/// A success reply written around its result in one allocation, rather than serialized into a
-/// buffer that doubles its way up to a large result (file contents).
-fn success_unchecked(id: &RequestId, len: usize, write: impl FnOnce(&mut String)) -> String {
-    let id = serde_json::to_string(id).unwrap_or_default();
-    let mut text = String::with_capacity(len + id.len() + 32);
-    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    text.push_str(&id);
-    text.push_str(r#","result":"#);
-    write(&mut text);
-    text.push('}');
-    text
-}
-
-fn encode_reply_unchecked(id: &RequestId, outcome: &RpcResult) -> String {
-    if let Ok(result) = outcome {
-        let result = result.get();
-        return success_unchecked(id, result.len(), |text| text.push_str(result));
-    }
+fn encode_error(id: &RequestId, error: &RpcError) -> String {
     #[derive(Serialize)]
     struct Reply<'a> {
         jsonrpc: &'static str,
         id: &'a RequestId,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        result: Option<&'a RawValue>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<&'a RpcError>,
+        error: &'a RpcError,
     }
-    let (result, error) = match outcome {
-        Ok(result) => (Some(result.as_ref()), None),
-        Err(error) => (None, Some(error)),
-    };
     let reply = Reply {
         jsonrpc: "2.0",
         id,
-        result,
         error,
     };
-    // Serializing plain strings, integers and already-valid raw JSON cannot fail.
+    // Serializing plain strings, integers and JSON values cannot fail.
     serde_json::to_string(&reply).unwrap_or_default()
 }
 
