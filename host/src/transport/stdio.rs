@@ -82,9 +82,14 @@ impl SharedOutput {
             && !writer.buffer().is_empty()
             && let Err(err) = writer.flush()
         {
-            tracing::warn!("stdout write failed; further output is discarded: {err}");
-            self.broken.store(true, Ordering::SeqCst);
+            self.failed(&err);
         }
+    }
+
+    /// stdout is broken: every later message is discarded instead of written.
+    fn failed(&self, err: &std::io::Error) {
+        tracing::warn!("stdout write failed; further output is discarded: {err}");
+        self.broken.store(true, Ordering::SeqCst);
     }
 }
 
@@ -116,8 +121,7 @@ impl DirectSink for SharedOutput {
                 }
             });
         if let Err(err) = written {
-            tracing::warn!("stdout write failed; further output is discarded: {err}");
-            self.broken.store(true, Ordering::SeqCst);
+            self.failed(&err);
         }
         true
     }
@@ -232,8 +236,7 @@ fn write_lines(output: &SharedOutput, mut queue: mpsc::Receiver<OutboundMessage>
         drop(writer);
         drop(message);
         if let Err(err) = written {
-            tracing::warn!("stdout write failed; further output is discarded: {err}");
-            output.broken.store(true, Ordering::SeqCst);
+            output.failed(&err);
             // Keep draining so senders never block on a dead stdout.
             while queue.blocking_recv().is_some() {}
             return;
