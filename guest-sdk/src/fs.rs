@@ -36,13 +36,6 @@ pub fn read_file_with(path: &str, follow_symlinks: bool) -> Result<Vec<u8>, Erro
     wit::read_file(path, follow_symlinks)
 }
 
-/// Reads a whole regular file as standard base64 (what JSON results carry), encoded by the
-/// host: much faster than encoding [`read_file_with`]'s bytes in the guest. To answer with the
-/// file as it is, [`read_file_contents`] is faster still: the bytes never enter the guest.
-pub fn read_file_base64(path: &str, follow_symlinks: bool) -> Result<String, Error> {
-    wit::read_file_base64(path, follow_symlinks)
-}
-
 /// Reads a whole regular file and leaves its bytes with the host: answer with them through
 /// [`crate::respond::early_base64`], which sends them to the client as base64 without copying
 /// them into the plugin. The fastest way to serve file contents. [`Contents::len`] is the

@@ -443,17 +443,6 @@ impl Host for HostState {
         self.timed(|state| state.plugin.roots.read_file(&path, follow_symlinks))
     }
 
-    async fn read_file_base64(
-        &mut self,
-        path: String,
-        follow_symlinks: bool,
-    ) -> Result<String, Error> {
-        self.timed(|state| {
-            let data = state.plugin.roots.read_file(&path, follow_symlinks)?;
-            Ok(base64_simd::STANDARD.encode_to_string(data))
-        })
-    }
-
     async fn read_file_contents(
         &mut self,
         path: String,
