@@ -233,26 +233,31 @@ async fn file_contents_held_by_the_host_answer_as_base64_only_inside_valid_json(
         client.call("probe/contents", json!({"path": small})).await,
         json!({"len": 5, "data": "aGVsbG8="})
     );
-    assert_eq!(
-        client
-            .call(
-                "probe/contents",
-                json!({"path": small, "before": "[{\"k\": [", "after": "]}, 1]"}),
-            )
-            .await,
-        json!([{"k": ["aGVsbG8="]}, 1]),
-        "the data may sit anywhere a string may"
-    );
-    assert_eq!(
-        client
-            .call(
-                "probe/contents",
-                json!({"path": small, "before": "{\"a\":\"x\\", "after": "}"}),
-            )
-            .await,
-        json!({"a": "x\"aGVsbG8="}),
-        "after an escaping backslash the data joins the string it is in: still JSON"
-    );
+    for (before, after, expected, why) in [
+        (
+            "[{\"k\": [",
+            "]}, 1]",
+            json!([{"k": ["aGVsbG8="]}, 1]),
+            "the data may sit anywhere a string may",
+        ),
+        (
+            "{\"a\":\"x\\",
+            "}",
+            json!({"a": "x\"aGVsbG8="}),
+            "after an escaping backslash the data joins the string it is in: still JSON",
+        ),
+    ] {
+        assert_eq!(
+            client
+                .call(
+                    "probe/contents",
+                    json!({"path": small, "before": before, "after": after}),
+                )
+                .await,
+            expected,
+            "{why}"
+        );
+    }
     // Parts that are not JSON around an empty string are refused, whatever the data would
     // have made of them: here `"` + data + `"` would close a string and open another.
     for (before, after) in [
