@@ -1,6 +1,6 @@
 //! Builds the test guests (`plugins/test-guests/*`) and the example plugins
 //! (`plugins/examples/*`) for `wasm32-wasip2` and tells the tests where they are
-//! (`WEXEC_PROBE_WASM`, `WEXEC_HELLO_WASM`, `WEXEC_GREP_WASM`). A nested cargo with its own target directory, as
+//! (`WEXEC_PROBE_WASM`, `WEXEC_HOSTILE_WASM`, `WEXEC_HELLO_WASM`, `WEXEC_GREP_WASM`). A nested cargo with its own target directory, as
 //! wasmtime builds its test programs, so it never waits on the outer build's lock.
 
 use std::path::PathBuf;
@@ -23,6 +23,8 @@ fn main() {
             "wasm32-wasip2",
             "-p",
             "wexec-probe",
+            "-p",
+            "wexec-hostile",
             "-p",
             "wexec-example-hello",
             "-p",
@@ -51,6 +53,8 @@ fn main() {
         .join("release")
         .join("wexec_probe.wasm");
     println!("cargo:rustc-env=WEXEC_PROBE_WASM={}", wasm.display());
+    let hostile = wasm.with_file_name("wexec_hostile.wasm");
+    println!("cargo:rustc-env=WEXEC_HOSTILE_WASM={}", hostile.display());
     let hello = wasm.with_file_name("wexec_example_hello.wasm");
     println!("cargo:rustc-env=WEXEC_HELLO_WASM={}", hello.display());
     let grep = wasm.with_file_name("wexec_example_grep.wasm");

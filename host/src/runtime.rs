@@ -15,6 +15,7 @@ mod environment;
 pub mod filesystem;
 pub mod http;
 pub mod inspect;
+mod json;
 mod limits;
 mod log;
 mod responder;
@@ -25,7 +26,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use serde_json::value::RawValue;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
@@ -37,7 +37,7 @@ use crate::grants::Grants;
 use crate::protocol::PluginSummary;
 use crate::rpc::{RpcError, RpcResult, internal_error};
 
-pub use self::filesystem::FileHandles;
+pub use self::filesystem::{ConnectionHandles, FileHandles};
 pub use self::limits::Limits;
 pub use self::responder::Reply;
 
@@ -379,7 +379,7 @@ impl Runtime {
                         ),
                     ));
                 }
-                RawValue::from_string(json)
+                json::value(json)
                     .map_err(|err| plugin_failed(plugin, &format!("its result is not JSON: {err}")))
             }
             Ok(Err(error)) => {
@@ -631,7 +631,7 @@ pub struct CallContext {
     /// Sends the reply (early, through the responder, or when the handler returns); `None`
     /// for wexec's own calls, which have no client.
     pub reply: Option<Arc<Reply>>,
-    /// The calling connection's file handles.
+    /// The file handles the called plugin opened on the calling connection.
     pub handles: Arc<FileHandles>,
 }
 

@@ -28,6 +28,9 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// The `probe` test guest (built by this crate's build script).
 pub const PROBE_WASM: &str = env!("WEXEC_PROBE_WASM");
 
+/// The `hostile` test guest (built by this crate's build script).
+pub const HOSTILE_WASM: &str = env!("WEXEC_HOSTILE_WASM");
+
 /// The `hello` example plugin (`plugins/examples/hello`), built by `build.rs`.
 pub const HELLO_WASM: &str = env!("WEXEC_HELLO_WASM");
 
@@ -433,6 +436,27 @@ impl Client {
                 }
             },
         }
+    }
+
+    /// The next raw stdout line, exactly as wexec wrote it (without its `\n`); `None` at the
+    /// end of output. For tests of the framing itself.
+    pub async fn recv_line(&mut self) -> Option<String> {
+        let Link::Stdio { stdout, .. } = &mut self.link else {
+            panic!("recv_line is for stdio");
+        };
+        tokio::time::timeout(TIMEOUT, stdout.next_line())
+            .await
+            .expect("a line from wexec in time")
+            .expect("read stdout")
+    }
+
+    /// Sends a request with a fresh integer id without waiting for its reply; returns the id.
+    pub async fn send_request(&mut self, method: &str, params: Value) -> i64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"id": id, "method": method, "params": params}))
+            .await;
+        id
     }
 
     /// The next message; panics if the connection closed.

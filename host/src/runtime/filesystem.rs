@@ -17,7 +17,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 pub use self::contents::Contents;
-pub use self::handles::FileHandles;
+pub use self::handles::{ConnectionHandles, FileHandles};
 use super::bindings::wexec::plugin::filesystem::{Error, ErrorKind};
 use crate::grants::FsRoot;
 
@@ -43,6 +43,11 @@ pub struct OpenRoot {
 pub struct Roots(Vec<OpenRoot>);
 
 impl Roots {
+    /// Whether no root was granted: every filesystem import is then denied.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Opens every granted root.
     pub fn open(roots: &[FsRoot]) -> io::Result<Self> {
         roots

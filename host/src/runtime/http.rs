@@ -136,8 +136,9 @@ impl HostState {
                 ))
             })?;
             self.admit(&next)?;
-            if next.host_str() != url.host_str() {
-                // Credentials are for the host they were written for.
+            if !same_origin(&url, &next) {
+                // Credentials are for the origin they were written for (the browser and curl
+                // rule): another scheme, host or port gets none of them.
                 for sensitive in [
                     reqwest::header::AUTHORIZATION,
                     reqwest::header::COOKIE,
@@ -191,6 +192,14 @@ impl HostState {
             body,
         }
     }
+}
+
+/// Whether two URLs share scheme, host and port (a default port written out counts as the
+/// default). Hosts compare as the URL parser normalized them (lowercase, IDNA, IPv6).
+fn same_origin(a: &Url, b: &Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
 }
 
 /// reqwest's error with its causes, which carry the useful part ("connection refused").
@@ -250,5 +259,32 @@ impl HostBody for HostState {
     async fn drop(&mut self, body: Resource<Body>) -> wasmtime::Result<()> {
         self.table().delete(body)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_origin_is_scheme_host_and_port() {
+        let url = |text: &str| Url::parse(text).unwrap();
+        let from = url("https://api.example.com/start");
+        for (to, same) in [
+            ("https://api.example.com/elsewhere?q=1", true),
+            ("https://API.example.com:443/x", true),
+            ("http://api.example.com/x", false),
+            ("https://api.example.com:8443/x", false),
+            ("https://other.example.com/x", false),
+            ("https://example.com/x", false),
+        ] {
+            assert_eq!(same_origin(&from, &url(to)), same, "{to}");
+        }
+        let plain = url("http://127.0.0.1:8080/");
+        assert!(same_origin(&plain, &url("http://127.0.0.1:8080/next")));
+        assert!(!same_origin(&plain, &url("http://127.0.0.1:8081/next")));
+        assert!(!same_origin(&plain, &url("http://localhost:8080/next")));
+        assert!(!same_origin(&url("http://h/"), &url("http://h:8080/")));
+        assert!(same_origin(&url("http://h/"), &url("http://h:80/")));
     }
 }

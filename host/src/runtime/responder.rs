@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use serde_json::value::RawValue;
 use wasmtime::component::Resource;
 
 use super::bindings::wexec::plugin::responder::Host;
@@ -78,7 +77,7 @@ impl Host for HostState {
             return;
         };
         let outcome = match result {
-            Ok(json) => RawValue::from_string(json).map_err(|err| {
+            Ok(json) => super::json::value(json).map_err(|err| {
                 internal_error(format!(
                     "plugin {} failed: its result is not JSON: {err}",
                     self.plugin.name
@@ -112,6 +111,8 @@ impl Host for HostState {
         if let Err(err) = serde_json::from_str::<serde::de::IgnoredAny>(&around) {
             return Err(format!("the result around the data is not JSON: {err}"));
         }
+        // Validated as a whole above; each part loses its line breaks as any guest JSON does.
+        let (before, after) = (super::json::fragment(before), super::json::fragment(after));
         let bytes = contents.bytes();
         let len = before.len() + bytes.len().div_ceil(3) * 4 + after.len() + 2;
         let waited = Instant::now();
@@ -139,7 +140,7 @@ impl Host for HostState {
         let Some(reply) = self.call.as_ref().and_then(|call| call.reply.clone()) else {
             return Err("no client is attached to this call".into());
         };
-        let params = RawValue::from_string(params)
+        let params = super::json::value(params)
             .map_err(|err| format!("notification params are not JSON: {err}"))?;
         let text = crate::rpc::encode_notification(&method, &params).map_err(|err| err.message)?;
         let outbound = reply.outbound().clone();

@@ -19,7 +19,7 @@ use crate::rpc::{
     RequestId, RpcError, RpcResult, decode_params, encode_reply, invalid_params, invalid_request,
     method_not_found, to_result,
 };
-use crate::runtime::{FileHandles, Reply};
+use crate::runtime::{ConnectionHandles, Reply};
 use crate::transport::{Connection, Outbound};
 
 /// What a handler may use: the server, the session, and its own connection.
@@ -45,8 +45,8 @@ pub struct ConnectionContext {
     pub peer: String,
     /// Where replies go.
     pub outbound: Outbound,
-    /// The connection's open file handles; they close with it.
-    pub handles: Arc<FileHandles>,
+    /// The connection's open file handles, per plugin; they close with it.
+    pub handles: ConnectionHandles,
     /// `requestId`s of the connection's active HTTP body streams.
     streams: Arc<Mutex<HashSet<String>>>,
     closing: watch::Receiver<bool>,
@@ -108,7 +108,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
             id: ConnectionId::next(),
             peer,
             outbound,
-            handles: Arc::default(),
+            handles: ConnectionHandles::default(),
             streams: Arc::default(),
             closing,
         }),

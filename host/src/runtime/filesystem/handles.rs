@@ -1,4 +1,5 @@
-//! File handles (PROTOCOL §9.5): named by the client, scoped to its connection, closed with it.
+//! File handles (PROTOCOL §9.5): named by the client, scoped to its connection and to the plugin
+//! that opened them, closed with the connection.
 
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
@@ -16,7 +17,28 @@ pub const MAX_HANDLE_ID_BYTES: usize = 32;
 /// Largest block read or written at once.
 pub const MAX_BLOCK_BYTES: usize = 1024 * 1024;
 
-/// One connection's handles.
+/// One connection's handle tables, one per plugin: a plugin sees only the handles it opened
+/// itself, and another plugin's handle id is unknown to it, exactly as if it did not exist.
+#[derive(Debug, Default)]
+pub struct ConnectionHandles {
+    /// By plugin name, so a reloaded plugin keeps the handles its earlier version opened.
+    tables: Mutex<HashMap<String, Arc<FileHandles>>>,
+}
+
+impl ConnectionHandles {
+    /// The handles `plugin` opened on this connection.
+    pub fn for_plugin(&self, plugin: &str) -> Arc<FileHandles> {
+        let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(table) = tables.get(plugin) {
+            return Arc::clone(table);
+        }
+        let table = Arc::new(FileHandles::default());
+        tables.insert(plugin.to_owned(), Arc::clone(&table));
+        table
+    }
+}
+
+/// One plugin's handles on one connection.
 #[derive(Debug, Default)]
 pub struct FileHandles {
     slots: Mutex<HashMap<String, Slot>>,

@@ -422,14 +422,29 @@ fn copy_tree(from_dir: &Dir, from: &Path, to_dir: &Dir, to: &Path) -> std::io::R
 }
 
 impl HostState {
-    /// Runs a filesystem operation, counting its time as host I/O rather than guest time.
-    fn timed<T>(&mut self, operation: impl FnOnce(&Self) -> T) -> T {
+    /// The grant check every filesystem import starts with: a plugin that did not declare the
+    /// capability, or was granted no root, is denied everything, handles included.
+    fn granted(&self) -> Result<(), Error> {
+        if self.plugin.roots.is_empty() {
+            return Err(Error {
+                kind: ErrorKind::Denied,
+                message: format!("plugin {} has no filesystem grant", self.plugin.name),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs a filesystem operation after the grant check, counting its time as host I/O
+    /// rather than guest time.
+    fn timed<T>(&mut self, operation: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
+        self.granted()?;
         let started = Instant::now();
         let result = operation(self);
         self.clock.add_host_time(started.elapsed());
         result
     }
 
+    /// The handles the called plugin opened on the calling connection.
     fn handles(&self) -> Result<std::sync::Arc<super::FileHandles>, Error> {
         self.call
             .as_ref()
@@ -495,8 +510,11 @@ impl Host for HostState {
     }
 
     async fn open(&mut self, handle_id: String, path: String, mode: OpenMode) -> Result<(), Error> {
-        let handles = self.handles()?;
-        self.timed(|state| handles.open(&handle_id, &state.plugin.roots, &path, mode))
+        self.timed(|state| {
+            state
+                .handles()?
+                .open(&handle_id, &state.plugin.roots, &path, mode)
+        })
     }
 
     async fn read_block(
@@ -505,8 +523,7 @@ impl Host for HostState {
         offset: u64,
         len: u32,
     ) -> Result<Vec<u8>, Error> {
-        let handles = self.handles()?;
-        self.timed(|_| handles.read_block(&handle_id, offset, len))
+        self.timed(|state| state.handles()?.read_block(&handle_id, offset, len))
     }
 
     async fn read_block_contents(
@@ -525,14 +542,15 @@ impl Host for HostState {
         offset: u64,
         data: Vec<u8>,
     ) -> Result<(), Error> {
-        let handles = self.handles()?;
-        self.timed(|_| handles.write_block(&handle_id, offset, &data))
+        self.timed(|state| state.handles()?.write_block(&handle_id, offset, &data))
     }
 
     async fn close(&mut self, handle_id: String) {
-        if let Ok(handles) = self.handles() {
-            handles.close(&handle_id);
-        }
+        // Closing is idempotent: denied or unknown, there is nothing to close.
+        let _ = self.timed(|state| {
+            state.handles()?.close(&handle_id);
+            Ok(())
+        });
     }
 }
 

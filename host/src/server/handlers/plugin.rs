@@ -19,7 +19,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
     };
     let call = CallContext {
         reply: Some(Arc::clone(&ctx.reply)),
-        handles: Arc::clone(&ctx.connection.handles),
+        handles: ctx.connection.handles.for_plugin(&plugin.name),
     };
     runtime
         .call(
