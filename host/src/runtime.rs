@@ -171,6 +171,10 @@ struct Table {
 /// The runtime.
 pub struct Runtime {
     engine: Engine,
+    /// The compile cache, if usable.
+    cache: Option<cache::Cache>,
+    /// Directories no plugin's filesystem capability exposes (the compile cache).
+    hidden: Vec<std::path::PathBuf>,
     linker: Linker<HostState>,
     /// The largest memory limit the engine was configured for.
     max_memory: usize,
@@ -207,8 +211,15 @@ impl Runtime {
             plugins: Mutex::new(Vec::new()),
             http: http::Client::new().map_err(|err| LoadError::Engine(err.to_string()))?,
         });
+        let cache = cache::default_dir().and_then(|dir| cache::Cache::open(&dir));
+        let hidden = cache
+            .iter()
+            .map(|cache| cache.dir().to_path_buf())
+            .collect();
         let runtime = Self {
             engine,
+            cache,
+            hidden,
             linker,
             max_memory,
             table: RwLock::default(),
@@ -286,9 +297,12 @@ impl Runtime {
             origin: spec.origin.clone(),
             reason: reason.split_whitespace().collect::<Vec<_>>().join(" "),
         };
-        let component =
-            cache::load_or_compile(&self.engine, &spec.bytes, cache::default_dir().as_deref())
-                .map_err(|err| invalid(format!("not a valid WebAssembly component: {err:#}")))?;
+        let compiled = match &self.cache {
+            Some(cache) => cache.load_or_compile(&self.engine, &spec.bytes),
+            None => wasmtime::component::Component::new(&self.engine, &spec.bytes),
+        };
+        let component = compiled
+            .map_err(|err| invalid(format!("not a valid WebAssembly component: {err:#}")))?;
         let pre = self
             .linker
             .instantiate_pre(&component)
@@ -301,7 +315,7 @@ impl Runtime {
         let info = describe(&self.engine, &pre, &spec, &self.shared)
             .await
             .map_err(invalid)?;
-        let plugin = validate(info, &spec, pre).map_err(invalid)?;
+        let plugin = validate(info, &spec, pre, &self.hidden).map_err(invalid)?;
         Ok(Arc::new(plugin))
     }
 
@@ -514,6 +528,7 @@ fn validate(
     info: PluginInfo,
     spec: &PluginSpec,
     pre: bindings::PluginPre<HostState>,
+    hidden: &[std::path::PathBuf],
 ) -> Result<LoadedPlugin, String> {
     if info.contract != CONTRACT_VERSION {
         return Err(format!(
@@ -553,7 +568,17 @@ fn validate(
         info.capabilities.contains(&Capability::Http),
         &wants_vars,
     );
-    let roots = filesystem::Roots::open(&grants.fs_roots)
+    if let Some((root, cache)) = grants.fs_roots.iter().find_map(|root| {
+        let cache = hidden.iter().find(|dir| root.path.starts_with(dir))?;
+        Some((root, cache))
+    }) {
+        return Err(format!(
+            "its filesystem root {} lies inside wexec's compile cache {}, which no plugin may reach; grant another directory, or move the cache with XDG_CACHE_HOME",
+            root.path.display(),
+            cache.display()
+        ));
+    }
+    let roots = filesystem::Roots::open(&grants.fs_roots, hidden)
         .map_err(|err| format!("cannot open its filesystem roots: {err}"))?;
     static GENERATIONS: AtomicU64 = AtomicU64::new(1);
     Ok(LoadedPlugin {

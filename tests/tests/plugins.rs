@@ -325,10 +325,8 @@ async fn without_grants_paths_and_hosts_are_denied_and_nothing_is_touched() {
     let path = file.display().to_string();
     assert_eq!(
         client.call_err("probe/read", json!({"path": path})).await,
-        rpc_error(
-            -32600,
-            &format!("path `{path}` is outside the allowed roots")
-        )
+        rpc_error(-32600, "plugin probe has no filesystem grant"),
+        "without a filesystem grant, every filesystem import is denied"
     );
     assert_eq!(
         client
@@ -581,15 +579,20 @@ async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
         artifacts
     };
     let written = snapshot();
-    assert_eq!(
-        written.len(),
-        4,
-        "the three bundled plugins and the probe: {written:?}"
-    );
-    assert!(
+    let with_extension = |ext: &str| {
         written
             .iter()
-            .all(|(path, _)| path.extension().is_some_and(|ext| ext == "cwasm"))
+            .filter(|(path, _)| path.extension().is_some_and(|found| found == ext))
+            .count()
+    };
+    assert_eq!(
+        (
+            with_extension("cwasm"),
+            with_extension("sha256"),
+            written.len()
+        ),
+        (4, 4, 8),
+        "the three bundled plugins and the probe, each with its digest: {written:?}"
     );
 
     let (_second, mut client) = run();

@@ -1,14 +1,20 @@
 //! The `filesystem` interface, confined to the plugin's granted roots.
 //!
 //! A request path is made absolute-normal lexically (`.`/`..` resolved without touching the
-//! disk) and assigned to the innermost root that contains it; every operation then goes
-//! through that root's cap-std `Dir` with the path relative to it. cap-std resolves symlinks
+//! disk), assigned to the innermost root that contains it, and resolved inside that root in
+//! time linear in its length ([`resolve`]); every operation then goes through that root's
+//! cap-std `Dir` with the symlink-free path relative to it. cap-std confines the operation
 //! beneath the `Dir` (openat2 `RESOLVE_BENEATH` on Linux), so `..`, absolute symlinks and
 //! symlinks leading out are refused before anything is created, changed, removed or revealed.
+//! Files are only ever opened non-blocking and checked to be regular files on the opened
+//! descriptor, so no FIFO or device inside a root can hold a thread ([`open`]).
 
 mod contents;
 mod handles;
+mod host;
+mod open;
 mod ops;
+mod resolve;
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -36,6 +42,18 @@ pub struct OpenRoot {
     depth: usize,
     writable: bool,
     dir: Dir,
+    /// Directories inside the root that are never exposed (wexec's own compile cache),
+    /// relative to it: a path resolving into one is outside the roots, and listings omit it.
+    hidden: Vec<PathBuf>,
+}
+
+impl OpenRoot {
+    /// Whether `relative` (symlink-free, normal) is or lies inside a hidden directory.
+    fn hides(&self, relative: &Path) -> bool {
+        self.hidden
+            .iter()
+            .any(|hidden| relative.starts_with(hidden))
+    }
 }
 
 /// A plugin's opened roots.
@@ -48,8 +66,9 @@ impl Roots {
         self.0.is_empty()
     }
 
-    /// Opens every granted root.
-    pub fn open(roots: &[FsRoot]) -> io::Result<Self> {
+    /// Opens every granted root; `hidden` (absolute, canonical) directories inside them are
+    /// never exposed.
+    pub fn open(roots: &[FsRoot], hidden: &[PathBuf]) -> io::Result<Self> {
         roots
             .iter()
             .map(|root| {
@@ -58,164 +77,20 @@ impl Roots {
                     depth: root.path.components().count(),
                     writable: root.writable,
                     dir: Dir::open_ambient_dir(&root.path, ambient_authority())?,
+                    hidden: hidden
+                        .iter()
+                        .filter_map(|dir| dir.strip_prefix(&root.path).ok())
+                        .filter(|relative| !relative.as_os_str().is_empty())
+                        .map(Path::to_path_buf)
+                        .collect(),
                 })
             })
             .collect::<io::Result<Vec<_>>>()
             .map(Self)
     }
-
-    /// Finds the root containing `path` and the path relative to it (`.` for the root itself).
-    /// Purely lexical: no I/O happens before the path is known to be inside a root.
-    /// Symlinks on the way are then resolved under the root (`follow_last`: the final
-    /// component too), so cap-std receives a path without them.
-    fn resolve(&self, path: &str, follow_last: bool) -> Result<Resolved<'_>, Error> {
-        let normal = if is_normal(path) {
-            PathBuf::from(path)
-        } else {
-            normalize(Path::new(path))
-                .ok_or_else(|| invalid(format!("path `{path}` is not absolute")))?
-        };
-        let (root, relative) = self
-            .0
-            .iter()
-            .filter_map(|root| Some((root, beneath(&normal, &root.path)?)))
-            // The innermost root wins when roots nest.
-            .max_by_key(|(root, _)| root.depth)
-            .ok_or_else(|| outside(path))?;
-        let (relative, last) = resolve_links(root, relative, follow_last, path)?;
-        Ok(Resolved {
-            root,
-            relative,
-            last,
-            original: path.to_owned(),
-        })
-    }
 }
 
-/// Most symlinks followed while resolving one path (Linux's own limit).
-const MAX_LINK_HOPS: usize = 40;
-
-/// Resolves the symlinks of `relative` (already lexically normal) under `root`, one component
-/// at a time: relative targets are spliced in, absolute ones are accepted only when they point
-/// inside the root (cap-std's beneath-resolution refuses every absolute link, even one that
-/// stays inside), and `..` may not climb above the root. What cap-std then receives has no
-/// symlinks left, yet cap-std still confines it: a link swapped in meanwhile fails closed.
-/// Also returns what the final component's `lstat` said when it was checked and was no link,
-/// which saves the read path a second lookup.
-fn resolve_links(
-    root: &OpenRoot,
-    relative: &Path,
-    follow_last: bool,
-    original: &str,
-) -> Result<(PathBuf, Option<cap_std::fs::Metadata>), Error> {
-    // Most paths have no symlink: they are checked in place, one component at a time, and only
-    // a symlink's splicing needs the queue below.
-    let mut resolved = PathBuf::with_capacity(relative.as_os_str().len());
-    let mut names = relative.iter().peekable();
-    let mut last = None;
-    while let Some(name) = names.next() {
-        resolved.push(name);
-        let follow = follow_last || names.peek().is_some();
-        let meta = if follow {
-            root.dir.symlink_metadata(&resolved).ok()
-        } else {
-            None
-        };
-        if meta.as_ref().is_some_and(cap_std::fs::Metadata::is_symlink) {
-            resolved.pop();
-            let pending = std::iter::once(name)
-                .chain(names)
-                .map(std::ffi::OsStr::to_os_string);
-            return resolve_spliced(root, resolved, pending.collect(), follow_last, original);
-        }
-        last = meta.filter(|_| names.peek().is_none());
-    }
-    if resolved.as_os_str().is_empty() {
-        return Ok((PathBuf::from("."), None));
-    }
-    Ok((resolved, last))
-}
-
-/// [`resolve_links`] from its first symlink on: `resolved` so far, then the `pending` names.
-fn resolve_spliced(
-    root: &OpenRoot,
-    mut resolved: PathBuf,
-    mut pending: std::collections::VecDeque<std::ffi::OsString>,
-    follow_last: bool,
-    original: &str,
-) -> Result<(PathBuf, Option<cap_std::fs::Metadata>), Error> {
-    let mut last = None;
-    let mut hops = 0;
-    while let Some(name) = pending.pop_front() {
-        if name == ".." {
-            if !resolved.pop() {
-                return Err(outside(original));
-            }
-            continue;
-        }
-        if name == "." || name.is_empty() {
-            continue;
-        }
-        let candidate = resolved.join(&name);
-        let follow = follow_last || !pending.is_empty();
-        let meta = if follow {
-            root.dir.symlink_metadata(&candidate).ok()
-        } else {
-            None
-        };
-        if !meta.as_ref().is_some_and(cap_std::fs::Metadata::is_symlink) {
-            last = meta.filter(|_| pending.is_empty());
-            resolved = candidate;
-            continue;
-        }
-        hops += 1;
-        if hops > MAX_LINK_HOPS {
-            return Err(invalid(format!(
-                "path `{original}` has too many levels of symbolic links"
-            )));
-        }
-        let target = root
-            .dir
-            .read_link_contents(&candidate)
-            .map_err(|err| io_error(original, &err))?;
-        let spliced: Vec<std::ffi::OsString> = if target.is_absolute() {
-            let normal = normalize(&target).ok_or_else(|| outside(original))?;
-            let inside = normal
-                .strip_prefix(&root.path)
-                .map_err(|_| outside(original))?;
-            resolved = PathBuf::new();
-            inside.iter().map(std::ffi::OsStr::to_os_string).collect()
-        } else {
-            target
-                .components()
-                .map(|component| component.as_os_str().to_os_string())
-                .collect()
-        };
-        for part in spliced.into_iter().rev() {
-            pending.push_front(part);
-        }
-    }
-    if resolved.as_os_str().is_empty() {
-        return Ok((PathBuf::from("."), None));
-    }
-    Ok((resolved, last))
-}
-
-/// A request path inside a root.
-struct Resolved<'a> {
-    root: &'a OpenRoot,
-    relative: PathBuf,
-    /// The final component's `lstat`, when resolution made one and it was no symlink.
-    last: Option<cap_std::fs::Metadata>,
-    /// The path as the request gave it, for messages.
-    original: String,
-}
-
-impl Resolved<'_> {
-    fn is_root(&self) -> bool {
-        self.relative == Path::new(".")
-    }
-
+impl resolve::Resolved<'_> {
     /// Refuses writes under a read-only root.
     fn writable(&self) -> Result<(), Error> {
         if self.root.writable {
@@ -232,32 +107,6 @@ impl Resolved<'_> {
     fn io_error(&self, err: &io::Error) -> Error {
         io_error(&self.original, err)
     }
-}
-
-/// Whether `path` is already absolute-normal, as most request paths are: absolute, without an
-/// empty, `.` or `..` component, without a trailing `/` (save `/` itself). [`normalize`] would
-/// return it unchanged, so this check spares it the work.
-fn is_normal(path: &str) -> bool {
-    path == "/"
-        || path.strip_prefix('/').is_some_and(|rest| {
-            rest.split('/')
-                .all(|part| !part.is_empty() && part != "." && part != "..")
-        })
-}
-
-/// `path` relative to `root` (empty for the root itself) if it is `root` or beneath it; both
-/// are absolute-normal, so comparing bytes is comparing components.
-fn beneath<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
-    use std::os::unix::ffi::OsStrExt;
-    let (path, root) = (path.as_os_str().as_bytes(), root.as_os_str().as_bytes());
-    let rest = path.strip_prefix(root)?;
-    // Beneath `/`, or the root itself: nothing separates the rest.
-    let relative = if root == b"/" || rest.is_empty() {
-        rest
-    } else {
-        rest.strip_prefix(b"/")?
-    };
-    Some(Path::new(std::ffi::OsStr::from_bytes(relative)))
 }
 
 /// Makes `path` absolute-normal: `.` dropped, `..` applied lexically. `None` if relative.
@@ -319,6 +168,7 @@ fn io_error(path: &str, err: &io::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use super::resolve::{beneath, is_normal};
     use super::*;
 
     #[test]
@@ -391,10 +241,13 @@ mod tests {
     }
 
     fn roots(dir: &Path) -> Roots {
-        Roots::open(&[FsRoot {
-            path: dir.to_path_buf(),
-            writable: true,
-        }])
+        Roots::open(
+            &[FsRoot {
+                path: dir.to_path_buf(),
+                writable: true,
+            }],
+            &[],
+        )
         .unwrap()
     }
 

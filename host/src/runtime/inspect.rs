@@ -120,7 +120,7 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
             .collect(),
         env_vars: info.env_vars.clone(),
     };
-    let verdict = validate(info, &spec, pre).map(drop).map_err(one_line);
+    let verdict = validate(info, &spec, pre, &[]).map(drop).map_err(one_line);
     Ok(Inspection {
         packages,
         described: Some(described),

@@ -7,9 +7,12 @@
     reason = "test helpers: a failed expectation is a failed test"
 )]
 
+mod cache;
 mod forgery;
 mod handles;
+mod paths;
 mod redirects;
+mod special_files;
 
 use wexec_tests::{Client, HOSTILE_WASM, Server, TempDir, spawn_stdio};
 

@@ -1,20 +1,17 @@
-//! Filesystem operations on resolved paths, and the WIT host implementation around them.
+//! Filesystem operations on resolved paths.
 
 use std::io::Read;
-use std::path::Path;
-use std::time::{Instant, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
 
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
-use wasmtime::component::Resource;
+use rustix::fs::FileType;
 
+use super::resolve::Resolved;
 use super::{
-    Contents, Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Resolved, Roots,
-    invalid, normalize,
+    Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, OpenRoot, Roots, invalid,
+    normalize, open,
 };
-use crate::runtime::bindings::wexec::plugin::filesystem::{
-    DirEntry, FileKind, Host, Metadata, OpenMode,
-};
-use crate::runtime::state::HostState;
+use crate::runtime::bindings::wexec::plugin::filesystem::{DirEntry, FileKind, Metadata, OpenMode};
 
 /// Reads a regular file of `size` bytes (as `fstat` said) to its end, and at most one byte past
 /// the read limit. A first read that returns exactly `size` bytes of the `size + 1` asked for
@@ -50,68 +47,6 @@ impl Roots {
         }
     }
 
-    /// Opens a resolved path for reading, non-blocking. A single component already checked to
-    /// be no symlink is opened with plain `openat(O_NOFOLLOW)` in the root: a name without `/`
-    /// cannot leave the directory except through a symlink, and one swapped in meanwhile fails
-    /// the open. Everything else goes through cap-std's confinement. (`openat` costs about
-    /// 10% less than `openat2` here.)
-    fn open_checked(resolved: &Resolved<'_>) -> std::io::Result<std::fs::File> {
-        let mut components = resolved.relative.components();
-        if let (Some(std::path::Component::Normal(name)), None, Some(_)) =
-            (components.next(), components.next(), &resolved.last)
-        {
-            let flags = rustix::fs::OFlags::RDONLY
-                | rustix::fs::OFlags::NONBLOCK
-                | rustix::fs::OFlags::NOFOLLOW
-                | rustix::fs::OFlags::NOCTTY
-                | rustix::fs::OFlags::CLOEXEC;
-            let fd =
-                rustix::fs::openat(&resolved.root.dir, name, flags, rustix::fs::Mode::empty())?;
-            return Ok(std::fs::File::from(fd));
-        }
-        let mut options = OpenOptions::new();
-        options
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-        Ok(resolved
-            .root
-            .dir
-            .open_with(&resolved.relative, &options)?
-            .into_std())
-    }
-
-    /// Opens a regular file for reading without ever blocking on a FIFO; returns it with its
-    /// size.
-    fn open_regular(resolved: &Resolved<'_>) -> Result<(std::fs::File, u64), Error> {
-        let not_a_file = || invalid(format!("path `{}` is not a file", resolved.original));
-        // Opening a FIFO or a device could have effects (a FIFO writer waiting in open()
-        // proceeds), so the type is checked first: from resolution's own lstat when it made one.
-        let is_file = match &resolved.last {
-            Some(meta) => meta.is_file(),
-            None => resolved
-                .root
-                .dir
-                .metadata(&resolved.relative)
-                .map_err(|err| resolved.io_error(&err))?
-                .is_file(),
-        };
-        if !is_file {
-            return Err(not_a_file());
-        }
-        let file = Self::open_checked(resolved).map_err(|err| resolved.io_error(&err))?;
-        // The path may have been swapped for something else between the two calls. (`fstat`
-        // rather than std's `statx` on an empty path, which costs a path lookup of its own.)
-        match rustix::fs::fstat(&file) {
-            Ok(stat)
-                if rustix::fs::FileType::from_raw_mode(stat.st_mode)
-                    == rustix::fs::FileType::RegularFile =>
-            {
-                Ok((file, u64::try_from(stat.st_size).unwrap_or(0)))
-            }
-            _ => Err(not_a_file()),
-        }
-    }
-
     /// `read-file`.
     pub fn read_file(&self, path: &str, follow: bool) -> Result<Vec<u8>, Error> {
         let resolved = self.resolve(path, follow)?;
@@ -122,7 +57,7 @@ impl Roots {
             kind: ErrorKind::TooLarge,
             message: format!("file is too large to read: limit is {MAX_READ_FILE_BYTES} bytes"),
         };
-        let (file, size) = Self::open_regular(&resolved)?;
+        let (file, size) = open::read(&resolved)?;
         if size > MAX_READ_FILE_BYTES {
             return Err(too_large());
         }
@@ -133,17 +68,16 @@ impl Roots {
         Ok(data)
     }
 
-    /// `write-file`.
+    /// `write-file`: creates or truncates a regular file.
     pub fn write_file(&self, path: &str, data: &[u8], follow: bool) -> Result<(), Error> {
+        use std::io::Write;
         let resolved = self.resolve(path, follow)?;
         resolved.writable()?;
         if !follow {
             Self::refuse_symlink(&resolved)?;
         }
-        resolved
-            .root
-            .dir
-            .write(&resolved.relative, data)
+        open::write(&resolved, true)?
+            .write_all(data)
             .map_err(|err| resolved.io_error(&err))
     }
 
@@ -204,25 +138,32 @@ impl Roots {
         })
     }
 
-    /// `canonicalize`: cap-std resolves inside the root, so the result is inside it too.
+    /// `canonicalize`: resolution follows every symlink inside the root, so once every
+    /// component exists, what it reached is the canonical path, inside the root.
     pub fn canonicalize(&self, path: &str) -> Result<String, Error> {
         let resolved = self.resolve(path, true)?;
-        let inside = resolved
-            .root
-            .dir
-            .canonicalize(&resolved.relative)
-            .map_err(|err| resolved.io_error(&err))?;
-        let full = if inside == Path::new(".") {
+        if !resolved.exists {
+            // Whatever is missing or no directory answers as the OS would.
+            let err = resolved
+                .root
+                .dir
+                .symlink_metadata(&resolved.relative)
+                .err()
+                .unwrap_or_else(|| std::io::Error::from(rustix::io::Errno::NOENT));
+            return Err(resolved.io_error(&err));
+        }
+        let full = if resolved.is_root() {
             resolved.root.path.clone()
         } else {
-            resolved.root.path.join(inside)
+            resolved.root.path.join(&resolved.relative)
         };
         Ok(full.to_string_lossy().into_owned())
     }
 
-    /// `read-directory`: types follow symlinks; dangling and escaping links are flagged.
+    /// `read-directory`: types follow symlinks; dangling and escaping links are flagged; a
+    /// hidden directory is omitted.
     pub fn read_directory(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
-        let resolved = self.resolve(path, true)?;
+        let (resolved, walk) = self.resolve_directory(path)?;
         let dir = &resolved.root.dir;
         let entries = dir
             .read_dir(&resolved.relative)
@@ -236,20 +177,27 @@ impl Roots {
                 continue;
             }
             let name = entry.file_name();
+            if resolved.root.hides(&child(&resolved, &name)) {
+                count -= 1;
+                continue;
+            }
             let Ok(file_type) = entry.file_type() else {
                 continue;
             };
             let is_symlink = file_type.is_symlink();
             let (is_directory, is_file, target_missing) = if is_symlink {
-                // Resolved like any request path, so an absolute link that stays inside the
-                // root is typed rather than flagged.
-                let child = format!("{}/{}", path.trim_end_matches('/'), name.to_string_lossy());
+                // Resolved from the directory like any request path, so an absolute link that
+                // stays inside the root is typed rather than flagged.
                 let target = self
-                    .resolve(&child, true)
+                    .resolve_entry(&walk, &name)
                     .ok()
-                    .and_then(|target| target.root.dir.metadata(&target.relative).ok());
-                match target {
-                    Some(target) => (target.is_dir(), target.is_file(), false),
+                    .and_then(|target| target.last);
+                match target.map(|stat| FileType::from_raw_mode(stat.st_mode)) {
+                    Some(kind) => (
+                        kind == FileType::Directory,
+                        kind == FileType::RegularFile,
+                        false,
+                    ),
                     None => (false, false, true),
                 }
             } else {
@@ -301,7 +249,8 @@ impl Roots {
         removed.map_err(|err| resolved.io_error(&err))
     }
 
-    /// `copy`: both paths are checked before any I/O; links are copied as links.
+    /// `copy`: both paths are checked before any I/O; links are copied as links; only regular
+    /// files are read and written, FIFOs and devices inside a tree are skipped.
     pub fn copy(&self, source: &str, destination: &str, recursive: bool) -> Result<(), Error> {
         let from = self.resolve(source, false)?;
         let to = self.resolve(destination, false)?;
@@ -337,220 +286,108 @@ impl Roots {
             {
                 return Err(into_itself());
             }
-            return copy_tree(&from.root.dir, &from.relative, &to.root.dir, &to.relative)
-                .map_err(|err| to.io_error(&err));
+            return copy_tree(&from, &to).map_err(|err| to.io_error(&err));
         }
-        copy_entry(
-            &from.root.dir,
-            &from.relative,
-            &meta,
-            &to.root.dir,
-            &to.relative,
-        )
-        .map_err(|err| match err {
-            CopyError::Unsupported => {
-                invalid("fs/copy only supports regular files, directories, and symlinks".into())
-            }
-            CopyError::Io(err) => to.io_error(&err),
-        })
+        match copy_entry(&from, &meta, &to) {
+            Ok(()) => Ok(()),
+            Err(CopyError::Unsupported) => Err(invalid(
+                "fs/copy only supports regular files, directories, and symlinks".into(),
+            )),
+            Err(CopyError::Refused(err)) => Err(err),
+            Err(CopyError::Io(err)) => Err(to.io_error(&err)),
+        }
     }
 
-    /// Opens a file for a handle: a regular file to read, or a file created or truncated to
-    /// write. Returns the file and whether it was opened for writing.
+    /// Opens a file for a handle: a regular file to read, or a regular file created or
+    /// truncated to write. Returns the file and whether it was opened for writing.
     pub fn open_file(&self, path: &str, mode: OpenMode) -> Result<(std::fs::File, bool), Error> {
         let resolved = self.resolve(path, true)?;
         match mode {
-            OpenMode::Read => Ok((Self::open_regular(&resolved)?.0, false)),
+            OpenMode::Read => Ok((open::read(&resolved)?.0, false)),
             OpenMode::Replace => {
                 resolved.writable()?;
-                let mut options = OpenOptions::new();
-                options.write(true).create(true).truncate(true);
-                let file = resolved
-                    .root
-                    .dir
-                    .open_with(&resolved.relative, &options)
-                    .map_err(|err| resolved.io_error(&err))?;
-                Ok((file.into_std(), true))
+                Ok((open::write(&resolved, true)?, true))
             }
         }
+    }
+}
+
+/// The entry `name` of a resolved directory, relative to the root.
+fn child(directory: &Resolved<'_>, name: &std::ffi::OsStr) -> PathBuf {
+    if directory.is_root() {
+        PathBuf::from(name)
+    } else {
+        directory.relative.join(name)
     }
 }
 
 enum CopyError {
     Unsupported,
+    /// The source or destination is not something wexec reads or writes.
+    Refused(Error),
     Io(std::io::Error),
 }
 
+/// Copies one non-directory entry: a symlink as a link, a regular file's bytes.
 fn copy_entry(
-    from_dir: &Dir,
-    from: &Path,
+    from: &Resolved<'_>,
     meta: &cap_std::fs::Metadata,
-    to_dir: &Dir,
-    to: &Path,
+    to: &Resolved<'_>,
 ) -> Result<(), CopyError> {
     if meta.is_symlink() {
-        let target = from_dir.read_link_contents(from).map_err(CopyError::Io)?;
-        to_dir.symlink_contents(target, to).map_err(CopyError::Io)
-    } else if meta.is_file() {
-        from_dir
-            .copy(from, to_dir, to)
-            .map(|_| ())
-            .map_err(CopyError::Io)
-    } else {
-        Err(CopyError::Unsupported)
+        let target = (from.root.dir)
+            .read_link_contents(&from.relative)
+            .map_err(CopyError::Io)?;
+        return (to.root.dir)
+            .symlink_contents(target, &to.relative)
+            .map_err(CopyError::Io);
     }
+    if !meta.is_file() {
+        return Err(CopyError::Unsupported);
+    }
+    let (mut source, _) = open::read(from).map_err(CopyError::Refused)?;
+    let mut target = open::write(to, true).map_err(CopyError::Refused)?;
+    std::io::copy(&mut source, &mut target)
+        .map(drop)
+        .map_err(CopyError::Io)
 }
 
-fn copy_tree(from_dir: &Dir, from: &Path, to_dir: &Dir, to: &Path) -> std::io::Result<()> {
-    to_dir.create_dir_all(to)?;
-    for entry in from_dir.read_dir(from)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let (from_child, to_child) = (from.join(&name), to.join(&name));
-        let meta = from_dir.symlink_metadata(&from_child)?;
+/// Copies a directory tree; entries are named from the (symlink-free) resolved paths, links
+/// are copied as links, and FIFOs, sockets and devices are skipped rather than failing it.
+fn copy_tree(from: &Resolved<'_>, to: &Resolved<'_>) -> std::io::Result<()> {
+    to.root.dir.create_dir_all(&to.relative)?;
+    for entry in from.root.dir.read_dir(&from.relative)? {
+        let name = entry?.file_name();
+        let (from_child, to_child) = (entry_of(from, &name), entry_of(to, &name));
+        if from.root.hides(&from_child.relative) || to.root.hides(&to_child.relative) {
+            continue;
+        }
+        let meta = from.root.dir.symlink_metadata(&from_child.relative)?;
         if meta.is_dir() {
-            copy_tree(from_dir, &from_child, to_dir, &to_child)?;
-        } else {
-            // Sockets, FIFOs and devices inside a tree are skipped rather than failing it.
-            match copy_entry(from_dir, &from_child, &meta, to_dir, &to_child) {
-                Ok(()) | Err(CopyError::Unsupported) => {}
-                Err(CopyError::Io(err)) => return Err(err),
-            }
+            copy_tree(&from_child, &to_child)?;
+            continue;
+        }
+        match copy_entry(&from_child, &meta, &to_child) {
+            Ok(()) | Err(CopyError::Unsupported | CopyError::Refused(_)) => {}
+            Err(CopyError::Io(err)) => return Err(err),
         }
     }
     Ok(())
 }
 
-impl HostState {
-    /// The grant check every filesystem import starts with: a plugin that did not declare the
-    /// capability, or was granted no root, is denied everything, handles included.
-    fn granted(&self) -> Result<(), Error> {
-        if self.plugin.roots.is_empty() {
-            return Err(Error {
-                kind: ErrorKind::Denied,
-                message: format!("plugin {} has no filesystem grant", self.plugin.name),
-            });
-        }
-        Ok(())
-    }
-
-    /// Runs a filesystem operation after the grant check, counting its time as host I/O
-    /// rather than guest time.
-    fn timed<T>(&mut self, operation: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
-        self.granted()?;
-        let started = Instant::now();
-        let result = operation(self);
-        self.clock.add_host_time(started.elapsed());
-        result
-    }
-
-    /// The handles the called plugin opened on the calling connection.
-    fn handles(&self) -> Result<std::sync::Arc<super::FileHandles>, Error> {
-        self.call
-            .as_ref()
-            .map(|call| std::sync::Arc::clone(&call.handles))
-            .ok_or_else(|| invalid("file handles are only available during a call".into()))
-    }
-}
-
-impl Host for HostState {
-    async fn read_file(&mut self, path: String, follow_symlinks: bool) -> Result<Vec<u8>, Error> {
-        self.timed(|state| state.plugin.roots.read_file(&path, follow_symlinks))
-    }
-
-    async fn read_file_contents(
-        &mut self,
-        path: String,
-        follow_symlinks: bool,
-    ) -> Result<Resource<Contents>, Error> {
-        let data = self.timed(|state| state.plugin.roots.read_file(&path, follow_symlinks))?;
-        self.hold_contents(data)
-    }
-
-    async fn write_file(
-        &mut self,
-        path: String,
-        data: Vec<u8>,
-        follow_symlinks: bool,
-    ) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.write_file(&path, &data, follow_symlinks))
-    }
-
-    async fn create_directory(&mut self, path: String, recursive: bool) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.create_directory(&path, recursive))
-    }
-
-    async fn get_metadata(
-        &mut self,
-        path: String,
-        follow_symlinks: bool,
-    ) -> Result<Metadata, Error> {
-        self.timed(|state| state.plugin.roots.metadata(&path, follow_symlinks))
-    }
-
-    async fn canonicalize(&mut self, path: String) -> Result<String, Error> {
-        self.timed(|state| state.plugin.roots.canonicalize(&path))
-    }
-
-    async fn read_directory(&mut self, path: String) -> Result<Vec<DirEntry>, Error> {
-        self.timed(|state| state.plugin.roots.read_directory(&path))
-    }
-
-    async fn remove(&mut self, path: String, recursive: bool, force: bool) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.remove(&path, recursive, force))
-    }
-
-    async fn copy(
-        &mut self,
-        source: String,
-        destination: String,
-        recursive: bool,
-    ) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.copy(&source, &destination, recursive))
-    }
-
-    async fn open(&mut self, handle_id: String, path: String, mode: OpenMode) -> Result<(), Error> {
-        self.timed(|state| {
-            state
-                .handles()?
-                .open(&handle_id, &state.plugin.roots, &path, mode)
-        })
-    }
-
-    async fn read_block(
-        &mut self,
-        handle_id: String,
-        offset: u64,
-        len: u32,
-    ) -> Result<Vec<u8>, Error> {
-        self.timed(|state| state.handles()?.read_block(&handle_id, offset, len))
-    }
-
-    async fn read_block_contents(
-        &mut self,
-        handle_id: String,
-        offset: u64,
-        len: u32,
-    ) -> Result<Resource<Contents>, Error> {
-        let data = self.read_block(handle_id, offset, len).await?;
-        self.hold_contents(data)
-    }
-
-    async fn write_block(
-        &mut self,
-        handle_id: String,
-        offset: u64,
-        data: Vec<u8>,
-    ) -> Result<(), Error> {
-        self.timed(|state| state.handles()?.write_block(&handle_id, offset, &data))
-    }
-
-    async fn close(&mut self, handle_id: String) {
-        // Closing is idempotent: denied or unknown, there is nothing to close.
-        let _ = self.timed(|state| {
-            state.handles()?.close(&handle_id);
-            Ok(())
-        });
+/// The entry `name` of a resolved directory, as a resolved path of its own (not followed).
+fn entry_of<'a>(directory: &Resolved<'a>, name: &std::ffi::OsStr) -> Resolved<'a> {
+    let root: &'a OpenRoot = directory.root;
+    Resolved {
+        root,
+        relative: child(directory, name),
+        last: None,
+        exists: true,
+        original: format!(
+            "{}/{}",
+            directory.original.trim_end_matches('/'),
+            name.to_string_lossy()
+        ),
     }
 }
 

@@ -1,0 +1,208 @@
+//! The compile cache cannot be used to inject native code: the filesystem capability never
+//! exposes it, an artifact that does not match the digest written with it is compiled again,
+//! and an artifact changing under a running wexec cannot touch it (docs/plugins.md, "The
+//! compile cache").
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use wexec_tests::{Client, Server, TempDir, command, rpc_error, spawn_stdio_with};
+
+/// wexec with its compile cache under `root/cache` and `root` as the fs root, after the
+/// handshake.
+async fn start(root: &std::path::Path) -> (Server, Client) {
+    let mut command = command(&["--fs-root", &root.display().to_string()]);
+    command.env("XDG_CACHE_HOME", root.join("cache"));
+    let (server, mut client) = spawn_stdio_with(command);
+    client.handshake().await;
+    (server, client)
+}
+
+fn artifacts(cache: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found: Vec<_> = std::fs::read_dir(cache)
+        .expect("cache dir")
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "cwasm"))
+        .collect();
+    found.sort();
+    found
+}
+
+#[tokio::test]
+async fn the_fs_capability_never_exposes_the_compile_cache() {
+    let dir = TempDir::new();
+    let root = dir.path();
+    let (_server, mut client) = start(root).await;
+    let cache = root.join("cache/wexec");
+    let artifact = artifacts(&cache).pop().expect("artifacts were written");
+    let before = std::fs::read(&artifact).expect("read artifact");
+
+    let listing = client
+        .call(
+            "fs/readDirectory",
+            json!({"path": root.join("cache").display().to_string()}),
+        )
+        .await;
+    assert_eq!(listing, json!({"entries": []}), "the cache is not listed");
+    std::os::unix::fs::symlink(&cache, root.join("peek")).expect("symlink");
+    std::fs::write(root.join("evil.cwasm"), b"attacker's code").expect("write");
+    let outside = |path: &std::path::Path| {
+        rpc_error(
+            -32600,
+            &format!("path `{}` is outside the allowed roots", path.display()),
+        )
+    };
+    let peek = root.join("peek");
+    let through_link = root.join("peek").join(artifact.file_name().expect("name"));
+    for (method, params, path) in [
+        (
+            "fs/getMetadata",
+            json!({"path": cache.display().to_string()}),
+            cache.clone(),
+        ),
+        (
+            "fs/readFile",
+            json!({"path": artifact.display().to_string()}),
+            artifact.clone(),
+        ),
+        (
+            "fs/writeFile",
+            json!({"path": artifact.display().to_string(), "dataBase64": "eA=="}),
+            artifact.clone(),
+        ),
+        (
+            "fs/copy",
+            json!({"sourcePath": root.join("evil.cwasm").display().to_string(), "destinationPath": artifact.display().to_string(), "recursive": false}),
+            artifact.clone(),
+        ),
+        (
+            "fs/remove",
+            json!({"path": cache.display().to_string()}),
+            cache.clone(),
+        ),
+        (
+            "fs/readDirectory",
+            json!({"path": peek.display().to_string()}),
+            peek.clone(),
+        ),
+        (
+            "fs/writeFile",
+            json!({"path": through_link.display().to_string(), "dataBase64": "eA=="}),
+            through_link.clone(),
+        ),
+    ] {
+        assert_eq!(
+            client.call_err(method, params).await,
+            outside(&path),
+            "{method} {}",
+            path.display()
+        );
+    }
+    // Copying a tree that holds the cache leaves the cache out.
+    let copy = root.join("copy");
+    client
+        .call(
+            "fs/copy",
+            json!({"sourcePath": root.join("cache").display().to_string(), "destinationPath": copy.display().to_string(), "recursive": true}),
+        )
+        .await;
+    assert!(copy.is_dir() && !copy.join("wexec").exists());
+    assert_eq!(std::fs::read(&artifact).expect("read artifact"), before);
+}
+
+#[tokio::test]
+async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_wexec() {
+    let dir = TempDir::new();
+    let root = dir.path();
+    std::fs::write(root.join("note.txt"), "note").expect("write");
+    let note = json!({"path": root.join("note.txt").display().to_string()});
+    {
+        let (_server, mut client) = start(root).await;
+        assert_eq!(
+            client.call("fs/readFile", note.clone()).await["dataBase64"],
+            "bm90ZQ=="
+        );
+    }
+    // Valid native code of the wrong plugin in every artifact: each file gets the next one's.
+    let cache = root.join("cache/wexec");
+    let found = artifacts(&cache);
+    assert!(found.len() >= 3, "{found:?}");
+    let contents: Vec<Vec<u8>> = found
+        .iter()
+        .map(|path| std::fs::read(path).expect("read"))
+        .collect();
+    for (index, path) in found.iter().enumerate() {
+        std::fs::write(path, &contents[(index + 1) % contents.len()]).expect("swap");
+    }
+
+    let (server, mut client) = start(root).await;
+    let info = client.call("environment/info", Value::Null).await;
+    let names: Vec<&str> = info["wexec"]["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .filter_map(|plugin| plugin["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["fs", "http", "env"]);
+    assert_eq!(
+        client.call("fs/readFile", note.clone()).await["dataBase64"],
+        "bm90ZQ=="
+    );
+    let log = server.stderr();
+    assert_eq!(
+        log.matches("does not match its digest").count(),
+        found.len(),
+        "each swapped artifact was refused: {log}"
+    );
+    for path in &found {
+        assert_ne!(
+            std::fs::read(path).expect("read"),
+            contents[(found.iter().position(|p| p == path).expect("listed") + 1) % contents.len()],
+            "rewritten by the recompile"
+        );
+    }
+
+    // Cut every artifact short under the running wexec: a mapped artifact would raise SIGBUS
+    // the next time its code runs.
+    for path in artifacts(&cache) {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|file| file.set_len(0))
+            .expect("truncate");
+    }
+    for _ in 0..3 {
+        assert_eq!(
+            client.call("fs/readFile", note.clone()).await["dataBase64"],
+            "bm90ZQ=="
+        );
+        assert_eq!(
+            client.call("environment/info", Value::Null).await["wexec"]["plugins"],
+            info["wexec"]["plugins"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_root_inside_the_compile_cache_is_refused() {
+    let dir = TempDir::new();
+    let inside = dir.path().join("cache/wexec/sub");
+    std::fs::create_dir_all(&inside).expect("mkdir");
+    std::fs::set_permissions(
+        dir.path().join("cache/wexec"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("chmod");
+    let mut command = command(&["--fs-root", &inside.display().to_string()]);
+    command.env("XDG_CACHE_HOME", dir.path().join("cache"));
+    let (mut server, _client) = spawn_stdio_with(command);
+    assert!(!server.wait().await.success());
+    let stderr = server.stderr();
+    assert!(
+        stderr.contains(&format!(
+            "its filesystem root {} lies inside wexec's compile cache",
+            inside.display()
+        )),
+        "{stderr}"
+    );
+}
