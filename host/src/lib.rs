@@ -10,11 +10,15 @@
 //! ```no_run
 //! use clap::Parser;
 //!
-//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! let options = wexec::Options::parse_from(["wexec", "--listen", "ws://127.0.0.1:0"]);
-//! wexec::run(options.settings()?).await?;
-//! # Ok(())
-//! # }
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let options = wexec::Options::parse_from(["wexec", "--listen", "ws://127.0.0.1:0"]);
+//!     let settings = options.settings()?;
+//!     // While single-threaded: hide the token, start the process supervisor.
+//!     wexec::prepare()?;
+//!     let runtime = tokio::runtime::Runtime::new()?;
+//!     runtime.block_on(wexec::run(settings))?;
+//!     Ok(())
+//! }
 //! ```
 
 mod cli;
@@ -30,6 +34,7 @@ mod rpc;
 mod runtime;
 mod sandbox;
 mod server;
+mod startup;
 mod transport;
 
 use std::future::Future;
@@ -39,10 +44,14 @@ pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};
 pub use rpc::parse::{MAX_JSON_VALUES, Malformed, parse_message};
 pub use rpc::{MAX_MESSAGE_BYTES, RequestId, RpcError};
 pub use server::ListenError;
+pub use startup::{PrepareError, prepare};
 
 /// Serves as `settings` say until the client leaves (stdio) or SIGINT/SIGTERM arrives, then ends
 /// every session.
 pub async fn run(settings: Settings) -> Result<(), RunError> {
+    if !startup::prepared() {
+        return Err(RunError::NotPrepared);
+    }
     let shutdown = shutdown_signal()?;
     let (listen, token) = (settings.listen, settings.token.clone());
     let server = server::ServerState::new(settings).await?;
@@ -60,6 +69,9 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
 /// A failure that stops wexec after startup checks passed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// [`prepare`] was not called.
+    #[error("wexec::prepare() must run before wexec::run(), while the process is single-threaded")]
+    NotPrepared,
     /// stdin/stdout could not be set up.
     #[error("cannot use stdin/stdout: {0}")]
     Stdio(std::io::Error),

@@ -38,6 +38,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Before the runtime starts any thread.
+    if let Err(err) = wexec::prepare() {
+        eprintln!("wexec: {err}");
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,25 +1,27 @@
 //! Processes (PROTOCOL §8): the session's process table, each process's event log, stdin,
-//! signals and termination. Spawning lives in [`spawn`]; reading a child's output and reaping
-//! it, in `pump`.
+//! signals and termination. Spawning lives in [`spawn`], on the [`supervisor`] that keeps
+//! every descendant within its session; reading a child's output and its exit, in `pump`.
 
 pub mod env;
 pub mod output;
 pub mod pty;
 mod pump;
 pub mod spawn;
+pub mod supervisor;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal};
 use tokio::io::AsyncWriteExt;
-use tokio::process::ChildStdin;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::pipe;
 use tokio::sync::watch;
 
 use self::output::{OutputLog, Snapshot};
 use self::pty::PtyMaster;
 use self::spawn::{ChildIo, Spawned};
+use self::supervisor::wire::{INTERRUPT, KILL, TERMINATE};
 use crate::protocol::WriteStatus;
 use crate::transport::Outbound;
 
@@ -31,10 +33,6 @@ pub const CLOSED_RETENTION: Duration = Duration::from_secs(30);
 
 /// `writeId`s remembered per process for de-duplication.
 pub const REMEMBERED_WRITE_IDS: usize = 4_096;
-
-/// How often shutdown checks whether a terminated group has emptied (group members other than
-/// the leader send wexec no event when they die). Only used while wexec exits or a session ends.
-const GROUP_POLL: Duration = Duration::from_millis(20);
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Critical sections only assign plain values; a panic cannot leave them half-done.
@@ -62,6 +60,9 @@ impl EventSink {
 #[derive(Debug, Default)]
 pub struct ProcessTable {
     processes: Mutex<HashMap<String, Arc<Process>>>,
+    /// Processes no longer retained whose descendants still run (a daemon that closed its
+    /// output): held, so that they end with the session.
+    lingering: Mutex<Vec<Arc<Process>>>,
     sink: Arc<EventSink>,
 }
 
@@ -92,7 +93,8 @@ impl ProcessTable {
         lock(&self.processes).get(id).cloned()
     }
 
-    /// Forgets `process` (a failed start, or retention over), unless the id was reused.
+    /// Forgets `process` (a failed start, or retention over), unless the id was reused. One
+    /// whose descendants still run stays held until they end or the session does.
     pub fn remove(&self, process: &Arc<Process>) {
         let mut processes = lock(&self.processes);
         if processes
@@ -101,11 +103,17 @@ impl ProcessTable {
         {
             processes.remove(&process.id);
         }
+        drop(processes);
+        let mut lingering = lock(&self.lingering);
+        lingering.retain(|process| !process.is_gone());
+        if !process.is_gone() && !process.never_started() {
+            lingering.push(Arc::clone(process));
+        }
     }
 
     /// Records a successful spawn and starts the process's pump.
     pub fn started(self: &Arc<Self>, process: &Arc<Process>, spawned: Spawned) {
-        let Spawned { child, pgid, io } = spawned;
+        let Spawned { supervised, io } = spawned;
         let (stdin, output) = match io {
             ChildIo::Pipes {
                 stdin,
@@ -125,16 +133,19 @@ impl ProcessTable {
         {
             *slot = Some(stdin);
         }
+        *lock(&process.commands) = Some(supervised.commands);
         let cancelled = {
             let mut phase = lock(&process.phase);
             let cancelled = matches!(*phase, Phase::Starting { cancelled: true });
-            *phase = Phase::Running { pgid };
+            *phase = Phase::Running {
+                pid: supervised.pid,
+            };
             cancelled
         };
         tokio::spawn(pump::run(
             Arc::clone(process),
             Arc::clone(self),
-            child,
+            supervised.reports,
             output,
         ));
         if cancelled {
@@ -142,12 +153,16 @@ impl ProcessTable {
         }
     }
 
-    /// Terminates every running process and waits until each has closed and its group is
-    /// empty (bounded by the grace period plus a margin).
+    /// Ends every process: a running one is terminated, whatever an exited one left running
+    /// is killed; then waits until each is gone with everything it forked (bounded by the grace
+    /// period plus a margin).
     pub async fn shutdown(&self) {
-        let processes: Vec<Arc<Process>> = lock(&self.processes).values().cloned().collect();
+        let mut processes: Vec<Arc<Process>> = lock(&self.processes).values().cloned().collect();
+        processes.extend(lock(&self.lingering).drain(..));
         let waits = processes.into_iter().map(|process| async move {
-            process.terminate();
+            if !process.terminate() {
+                process.kill();
+            }
             process.wait_gone().await;
         });
         futures_util::future::join_all(waits).await;
@@ -161,16 +176,14 @@ enum Phase {
         cancelled: bool,
     },
     Running {
-        pgid: Pid,
+        pid: i32,
     },
-    /// Reaped (the group may still have members).
-    Exited {
-        pgid: Pid,
-    },
+    /// Exited (its descendants may still run).
+    Exited,
 }
 
 enum Stdin {
-    Pipe(ChildStdin),
+    Pipe(pipe::Sender),
     Pty(Arc<PtyMaster>),
 }
 
@@ -196,6 +209,10 @@ pub struct Process {
     stdin: tokio::sync::Mutex<Option<Stdin>>,
     write_ids: Mutex<WriteIds>,
     terminating: std::sync::atomic::AtomicBool,
+    /// Commands to the process's helper; dropping it kills whatever is left.
+    commands: Mutex<Option<OwnedWriteHalf>>,
+    /// Set once the helper is gone: the process and everything it forked have ended.
+    gone: watch::Sender<bool>,
 }
 
 /// Failures of stdin writes and signals, mapped to -32603 by the handler.
@@ -204,7 +221,7 @@ pub enum ProcessError {
     /// Writing to stdin failed (e.g. the child closed it).
     #[error("failed to write to process stdin")]
     Stdin(#[source] std::io::Error),
-    /// `kill` failed.
+    /// The signal could not be handed to the process's helper.
     #[error("failed to signal process: {0}")]
     Signal(std::io::Error),
 }
@@ -220,7 +237,34 @@ impl Process {
             stdin: tokio::sync::Mutex::new(None),
             write_ids: Mutex::new(WriteIds::default()),
             terminating: std::sync::atomic::AtomicBool::new(false),
+            commands: Mutex::new(None),
+            gone: watch::Sender::new(false),
         }
+    }
+
+    /// Sends a command to the process's helper. Commands are single bytes on a socket the
+    /// helper drains, so the write never has to wait.
+    fn command(&self, command: u8) -> std::io::Result<()> {
+        match lock(&self.commands).as_ref() {
+            Some(commands) => commands.try_write(&[command]).map(drop),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the helper is gone.
+    fn is_gone(&self) -> bool {
+        *self.gone.borrow()
+    }
+
+    /// The helper is gone: nothing the process started runs any more.
+    fn set_gone(&self) {
+        self.gone.send_replace(true);
+        *lock(&self.commands) = None;
+    }
+
+    /// SIGKILLs whatever the process left running.
+    fn kill(&self) {
+        let _ = self.command(KILL);
     }
 
     /// Whether the start is still in progress.
@@ -245,7 +289,7 @@ impl Process {
     }
 
     fn is_exited(&self) -> bool {
-        matches!(*lock(&self.phase), Phase::Exited { .. })
+        matches!(*lock(&self.phase), Phase::Exited)
     }
 
     /// Writes `data` to stdin (PROTOCOL §8.3).
@@ -256,7 +300,7 @@ impl Process {
     ) -> Result<WriteStatus, ProcessError> {
         match *lock(&self.phase) {
             Phase::Starting { .. } => return Ok(WriteStatus::Starting),
-            Phase::Exited { .. } => return Ok(WriteStatus::StdinClosed),
+            Phase::Exited => return Ok(WriteStatus::StdinClosed),
             Phase::Running { .. } => {}
         }
         if let Some(write_id) = write_id
@@ -307,25 +351,23 @@ impl Process {
 
     /// SIGINT to the group if running; nothing otherwise.
     pub fn interrupt(&self) -> Result<(), ProcessError> {
-        let Phase::Running { pgid } = *lock(&self.phase) else {
+        let Phase::Running { .. } = *lock(&self.phase) else {
             return Ok(());
         };
-        match rustix::process::kill_process_group(pgid, Signal::INT) {
-            Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
-            Err(err) => Err(ProcessError::Signal(err.into())),
-        }
+        self.command(INTERRUPT).map_err(ProcessError::Signal)
     }
 
-    /// Starts termination (SIGTERM to the group, SIGKILL after the grace if a member is
-    /// alive). Returns whether the process was running (or starting, which cancels the start).
+    /// Starts termination (SIGTERM to the group; after the grace, SIGKILL to the process and
+    /// everything it forked if any of it is left). Returns whether the process was running (or
+    /// starting, which cancels the start).
     pub fn terminate(self: &Arc<Self>) -> bool {
-        let pgid = match &mut *lock(&self.phase) {
+        let pid = match &mut *lock(&self.phase) {
             Phase::Starting { cancelled } => {
                 *cancelled = true;
                 return true;
             }
-            Phase::Running { pgid } => *pgid,
-            Phase::Exited { .. } => return false,
+            Phase::Running { pid } => *pid,
+            Phase::Exited => return false,
         };
         if self
             .terminating
@@ -333,42 +375,32 @@ impl Process {
         {
             return true;
         }
-        tracing::debug!(
-            process = self.id,
-            pgid = pgid.as_raw_nonzero().get(),
-            "terminating"
-        );
-        let _ = rustix::process::kill_process_group(pgid, Signal::TERM);
+        tracing::debug!(process = self.id, pid, "terminating");
+        let _ = self.command(TERMINATE);
+        let process = Arc::clone(self);
         tokio::spawn(async move {
-            tokio::time::sleep(TERMINATE_GRACE).await;
-            if rustix::process::test_kill_process_group(pgid).is_ok() {
-                let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
+            let mut gone = process.gone.subscribe();
+            let grace = tokio::time::timeout(TERMINATE_GRACE, gone.wait_for(|gone| *gone)).await;
+            if grace.is_err() {
+                process.kill();
             }
         });
         true
     }
 
-    /// Waits until the process has closed and its group is empty, at most the grace period
-    /// plus a second (a member that left the group, or a zombie nobody reaps, cannot hold
-    /// wexec forever).
+    /// Waits until the process and everything it forked are gone, at most the grace period
+    /// plus a second (a helper that cannot be reached must not hold wexec forever).
     async fn wait_gone(&self) {
-        let deadline = tokio::time::Instant::now() + TERMINATE_GRACE + Duration::from_secs(1);
-        let mut events = self.subscribe();
-        let closed = events.wait_for(|_| lock(&self.log).is_closed() || self.never_started());
-        if tokio::time::timeout_at(deadline, closed).await.is_err() {
-            tracing::warn!(process = self.id, "process did not close in time");
+        if self.never_started() {
             return;
         }
-        let pgid = match *lock(&self.phase) {
-            Phase::Running { pgid } | Phase::Exited { pgid } => pgid,
-            Phase::Starting { .. } => return,
-        };
-        while rustix::process::test_kill_process_group(pgid).is_ok() {
-            if tokio::time::Instant::now() >= deadline {
-                tracing::warn!(process = self.id, "process group still has members");
-                return;
-            }
-            tokio::time::sleep(GROUP_POLL).await;
+        let deadline = tokio::time::Instant::now() + TERMINATE_GRACE + Duration::from_secs(1);
+        let mut gone = self.gone.subscribe();
+        if tokio::time::timeout_at(deadline, gone.wait_for(|gone| *gone))
+            .await
+            .is_err()
+        {
+            tracing::warn!(process = self.id, "process did not end in time");
         }
     }
 
@@ -378,8 +410,8 @@ impl Process {
 
     fn set_exited(&self) {
         let mut phase = lock(&self.phase);
-        if let Phase::Running { pgid } = *phase {
-            *phase = Phase::Exited { pgid };
+        if let Phase::Running { .. } = *phase {
+            *phase = Phase::Exited;
         }
     }
 }

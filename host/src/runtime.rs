@@ -20,6 +20,7 @@ mod limits;
 mod log;
 mod responder;
 mod state;
+pub mod threads;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -18,6 +18,9 @@
 //! MCP_FS_SERVER=/tmp/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js \
 //!   cargo bench -p wexec-tests --bench fs_vs_mcp
 //! ```
+//!
+//! With `WEXEC_BASELINE_BIN=<another wexec binary>` (say, main's, copied aside), that wexec is
+//! measured too, taking its turns like the others: a change's cost, side by side in one run.
 
 #![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
 
@@ -291,8 +294,30 @@ fn compare(
             samples: Vec::new(),
         },
     ];
-    let mut pipelined = vec![("fs/readFile", read)];
+    let mut pipelined = vec![("fs/readFile", read.clone())];
 
+    if let Some(baseline) = std::env::var_os("WEXEC_BASELINE_BIN") {
+        let mut command = Command::new(baseline);
+        command.args(["--fs-root", &root]).env("RUST_LOG", "warn");
+        let mut peer = Peer::spawn(command);
+        peer.call("initialize", &json!({"clientName": "bench"}));
+        peer.send(&json!({"method": "initialized", "params": {}}));
+        let index = peers.len();
+        peers.push(peer);
+        for (method, params) in [
+            ("fs/readFile", read.clone()),
+            ("environment/status", json!({})),
+        ] {
+            measures.push(Measure {
+                peer: index,
+                method,
+                params,
+                samples: Vec::new(),
+            });
+        }
+        pipelined.push(("fs/readFile", read.clone()));
+    }
+    let baseline = peers.len() > 1;
     let tool = json!({"name": "read_text_file", "arguments": {"path": path}});
     if let Some(server) = server {
         let mut command = Command::new("node");
@@ -308,10 +333,11 @@ fn compare(
             text.to_string().contains(&"x".repeat(100)),
             "read_text_file works: {text}"
         );
+        let index = peers.len();
         peers.push(mcp);
         for (method, params) in [("tools/call", tool.clone()), ("ping", json!({}))] {
             measures.push(Measure {
-                peer: 1,
+                peer: index,
                 method,
                 params,
                 samples: Vec::new(),
@@ -332,19 +358,34 @@ fn compare(
         rates[0],
         micros(medians[1])
     );
-    let [_, _, mcp_read, mcp_ping] = medians[..] else {
+    if baseline {
+        println!(
+            "  baseline wexec fs/readFile 4 KiB: median {:.1} µs sequential, {:.0} req/s pipelined; environment/status median {:.1} µs; this wexec / baseline: {:.3}x the read median, {:.3}x the pipelined rate",
+            micros(medians[2]),
+            rates[1],
+            micros(medians[3]),
+            medians[0].as_secs_f64() / medians[2].as_secs_f64(),
+            rates[0] / rates[1],
+        );
+    }
+    let mcp = if baseline { 4 } else { 2 };
+    let (Some(&mcp_read), Some(&mcp_ping), Some(&mcp_rate)) = (
+        medians.get(mcp),
+        medians.get(mcp + 1),
+        rates.get(if baseline { 2 } else { 1 }),
+    ) else {
         return;
     };
     println!(
         "  server-filesystem read_text_file 4 KiB: median {:.1} µs sequential, {:.0} req/s pipelined; ping median {:.1} µs",
         micros(mcp_read),
-        rates[1],
+        mcp_rate,
         micros(mcp_ping)
     );
     println!(
         "  ratios: wexec {:.1}x faster at the median, {:.1}x the pipelined throughput; wexec's sandboxed read vs the peer's no-op ping: {:.1} µs vs {:.1} µs",
         mcp_read.as_secs_f64() / medians[0].as_secs_f64(),
-        rates[0] / rates[1],
+        rates[0] / mcp_rate,
         micros(medians[0]),
         micros(mcp_ping)
     );

@@ -289,11 +289,23 @@ async fn a_remote_client_resumes_after_the_server_drops_the_socket() {
         WebSocketTarget::new(server.url.clone().unwrap()),
         ClientOptions::new("e2e"),
     );
-    let script = "for i in 1 2 3 4 5 6 7 8; do echo line$i; sleep 0.1; done";
-    let start = ProcessStartParams::new("ticker", argv(&["sh", "-c", script]), "/");
+    // The second half waits for the disconnect, so that it is recovered across the resume
+    // however long sending 65 MiB takes on a busy machine.
+    let dir = TempDir::new();
+    let marker = dir.path().join("disconnected");
+    let script = format!(
+        "for i in 1 2 3 4; do echo line$i; done; while [ ! -e {} ]; do sleep 0.05; done; for i in 5 6 7 8; do echo line$i; sleep 0.1; done",
+        marker.display()
+    );
+    let start = ProcessStartParams::new("ticker", argv(&["sh", "-c", &script]), "/");
     let process = client.start_process(start).await.unwrap();
     let session = client.session_id().unwrap();
-    let Some(ProcessEvent::Output { seq: 1, .. }) = within(process.next_event()).await else {
+    let Some(ProcessEvent::Output {
+        seq: 1,
+        data: first,
+        ..
+    }) = within(process.next_event()).await
+    else {
         panic!("no first line");
     };
     // A message over the server's 64 MiB limit makes it close the socket (1009). The call
@@ -304,9 +316,10 @@ async fn a_remote_client_resumes_after_the_server_drops_the_socket() {
         .await
         .unwrap_err();
     assert!(err.is_disconnect(), "{err}");
+    std::fs::write(&marker, "").unwrap();
     // The rest arrives — some as notifications after the resume, the part sent while
     // detached recovered with process/read — in order and without gaps.
-    let mut stdout = b"line1\n".to_vec();
+    let mut stdout = first;
     let mut last_seq = 1;
     let mut exit_code = None;
     while let Some(event) = within(process.next_event()).await {

@@ -92,11 +92,6 @@ impl OutputLog {
         seq
     }
 
-    /// Whether the close was recorded.
-    pub fn is_closed(&self) -> bool {
-        self.closed
-    }
-
     /// Whether a long poll from `after_seq` should answer now: a chunk qualifies, the process
     /// closed, or it exited after the cursor.
     pub fn is_ready(&self, after_seq: u64) -> bool {

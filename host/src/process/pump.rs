@@ -1,14 +1,15 @@
-//! The pump: one task per process that reads its output, reaps it, and records and notifies
-//! every event. Being the only producer of a process's events, it emits them in seq order
-//! without further coordination.
+//! The pump: one task per process that reads its output and its helper's reports, and records
+//! and notifies every event. Being the only producer of a process's events, it emits them in
+//! seq order without further coordination.
 
-use std::os::unix::process::ExitStatusExt;
 use std::sync::Arc;
 
 use tokio::io::AsyncReadExt;
-use tokio::process::{Child, ChildStderr, ChildStdout};
+use tokio::net::unix::pipe;
 
 use super::pty::PtyMaster;
+use super::supervisor::Reports;
+use super::supervisor::wire::Report;
 use super::{CLOSED_RETENTION, Process, ProcessTable, lock};
 use crate::protocol::{
     OutputStream, PROCESS_CLOSED, PROCESS_EXITED, PROCESS_OUTPUT, ProcessClosedNotification,
@@ -19,30 +20,36 @@ use crate::rpc::encode_notification;
 /// Largest read from a child stream: the largest output chunk.
 pub const MAX_CHUNK_BYTES: usize = 64 * 1024;
 
+/// The exit code recorded when a helper ends without reporting one: it died, and its death
+/// SIGKILLed the program.
+const HELPER_LOST_EXIT_CODE: i32 = 128 + 9;
+
 /// The parent's reading ends.
 pub enum Output {
     /// stdout and stderr pipes.
     Pipes {
         /// stdout.
-        stdout: ChildStdout,
+        stdout: pipe::Receiver,
         /// stderr.
-        stderr: ChildStderr,
+        stderr: pipe::Receiver,
     },
     /// The pty master.
     Pty(Arc<PtyMaster>),
 }
 
 /// Runs until the process has exited and every stream reached end of file, then schedules the
-/// process's eviction.
+/// process's eviction; meanwhile, and after, watches for the helper's end (everything the
+/// process forked is gone).
 pub async fn run(
     process: Arc<Process>,
     table: Arc<ProcessTable>,
-    mut child: Child,
+    mut reports: Reports,
     output: Output,
 ) {
     let mut stdout_buffer = vec![0u8; MAX_CHUNK_BYTES];
     let mut stderr_buffer = vec![0u8; MAX_CHUNK_BYTES];
     let mut exited = false;
+    let mut gone = false;
     match output {
         Output::Pipes {
             mut stdout,
@@ -59,9 +66,9 @@ pub async fn run(
                         Ok(n) if n > 0 => emit_chunk(&process, &table, OutputStream::Stderr, &stderr_buffer[..n]).await,
                         _ => stderr_open = false,
                     },
-                    status = child.wait(), if !exited => {
+                    report = reports.next(), if !exited => {
                         exited = true;
-                        emit_exit(&process, &table, status).await;
+                        gone = exit(&process, &table, report).await;
                     }
                 }
             }
@@ -74,17 +81,14 @@ pub async fn run(
                         Ok(n) if n > 0 => emit_chunk(&process, &table, OutputStream::Pty, &stdout_buffer[..n]).await,
                         _ => open = false,
                     },
-                    status = child.wait(), if !exited => {
+                    report = reports.next(), if !exited => {
                         exited = true;
-                        emit_exit(&process, &table, status).await;
+                        gone = exit(&process, &table, report).await;
                     }
                 }
             }
         }
     }
-    // Nothing of the child is needed any more: release it (and any descriptor tokio keeps for
-    // reaping) now rather than at eviction.
-    drop(child);
     let seq = lock(&process.log).record_close();
     process.events.send_modify(|events| *events += 1);
     notify(
@@ -97,8 +101,33 @@ pub async fn run(
     )
     .await;
     tracing::debug!(process = process.id, "closed");
+    let watcher = Arc::clone(&process);
+    tokio::spawn(async move {
+        // Descendants may run on (a daemon that closed its output); their helper's socket
+        // closes once the last is gone.
+        while !gone && reports.next().await.is_some() {}
+        watcher.set_gone();
+    });
     tokio::time::sleep(CLOSED_RETENTION).await;
     table.remove(&process);
+}
+
+/// Records the exit the helper reported; `true` if the helper is already gone.
+async fn exit(process: &Process, table: &ProcessTable, report: Option<Report>) -> bool {
+    match report {
+        Some(Report::Exited { code }) => {
+            emit_exit(process, table, code).await;
+            false
+        }
+        other => {
+            tracing::warn!(
+                process = process.id,
+                "the process's helper ended without reporting its exit ({other:?})"
+            );
+            emit_exit(process, table, HELPER_LOST_EXIT_CODE).await;
+            true
+        }
+    }
 }
 
 async fn emit_chunk(process: &Process, table: &ProcessTable, stream: OutputStream, data: &[u8]) {
@@ -140,20 +169,7 @@ fn output_notification(
     text
 }
 
-async fn emit_exit(
-    process: &Process,
-    table: &ProcessTable,
-    status: std::io::Result<std::process::ExitStatus>,
-) {
-    let exit_code = match status {
-        Ok(status) => status
-            .code()
-            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
-        Err(err) => {
-            tracing::warn!(process = process.id, "reaping failed: {err}");
-            -1
-        }
-    };
+async fn emit_exit(process: &Process, table: &ProcessTable, exit_code: i32) {
     process.set_exited();
     // Wake a write blocked on a child that stopped reading (it gives up once exited), then
     // release stdin now rather than at eviction.

@@ -1,17 +1,18 @@
-//! Spawning children: the only place wexec creates processes. Every child leads a new session
-//! and process group, and on Linux gets SIGKILL if wexec dies (a backstop for a crashed host).
+//! Spawning children: the only place wexec creates processes. Every child runs under its own
+//! helper ([`super::supervisor`]): it leads a new session and process group, and it and
+//! everything it forks are killed when its session lets go of it or wexec dies.
 
 use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 
-use rustix::process::{Pid, Signal};
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::net::unix::pipe;
 
 use super::pty::{self, PtyMaster};
+use super::supervisor::{self, Supervised, wire::Launch};
 
 /// `PATH` used to find `argv[0]` when the child's environment has none.
 const DEFAULT_PATH: &str = "/usr/bin:/bin";
@@ -35,10 +36,8 @@ pub struct SpawnSpec<'a> {
 
 /// A running child and its streams.
 pub struct Spawned {
-    /// The child, for reaping.
-    pub child: Child,
-    /// Its process group (= its pid: it leads the group).
-    pub pgid: Pid,
+    /// The child under its helper.
+    pub supervised: Supervised,
     /// Its streams.
     pub io: ChildIo,
 }
@@ -48,18 +47,18 @@ pub enum ChildIo {
     /// Separate pipes.
     Pipes {
         /// stdin, if piped.
-        stdin: Option<ChildStdin>,
+        stdin: Option<pipe::Sender>,
         /// stdout.
-        stdout: ChildStdout,
+        stdout: pipe::Receiver,
         /// stderr.
-        stderr: ChildStderr,
+        stderr: pipe::Receiver,
     },
     /// One terminal for all three.
     Pty(Arc<PtyMaster>),
 }
 
 /// Starts `spec`. Errors are the OS's (e.g. `No such file or directory (os error 2)`).
-pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
+pub async fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
     let Some(program) = spec.argv.first() else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -67,81 +66,59 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
         ));
     };
     let resolved = resolve_program(program, spec.env.get("PATH").map(String::as_str), spec.cwd)?;
-    let mut command = Command::new(resolved);
-    command
-        .arg0(spec.arg0.unwrap_or(program))
-        .args(&spec.argv[1..])
-        .env_clear()
-        .envs(spec.env)
-        .current_dir(spec.cwd)
-        // A backstop: if the pump's owner is dropped without reaping, kill the leader.
-        .kill_on_drop(true);
-    let master = if spec.tty {
-        let pair = pty::open()?;
-        command
-            .stdin(Stdio::from(pair.slave.try_clone()?))
-            .stdout(Stdio::from(pair.slave.try_clone()?))
-            .stderr(Stdio::from(pair.slave));
-        Some(pair.master)
-    } else {
-        command
-            .stdin(if spec.pipe_stdin {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        None
-    };
-    let parent = rustix::process::getpid();
-    let tty = spec.tty;
-    #[expect(
-        unsafe_code,
-        reason = "pre_exec is the only way to run setsid/TIOCSCTTY/PDEATHSIG in the child"
-    )]
-    // SAFETY: the closure runs between fork and exec and only makes raw system calls through
-    // rustix (setsid, ioctl, prctl, getppid): async-signal-safe, no allocation, no locks.
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::setsid()?;
-            if tty {
-                // stdin is already the slave: make it the controlling terminal.
-                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-            }
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            // wexec may have died before the death signal was armed.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(io::Error::from(rustix::io::Errno::SRCH));
-            }
-            Ok(())
-        });
+    let mut argv = spec.argv.to_vec();
+    if let (Some(first), Some(arg0)) = (argv.first_mut(), spec.arg0) {
+        arg0.clone_into(first);
     }
-    let mut child = command.spawn()?;
-    // The slave copies held by `command` close with it, so EOF on the master means the child
-    // side is gone.
-    drop(command);
-    let pid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .and_then(Pid::from_raw);
-    let Some(pgid) = pid else {
-        return Err(io::Error::other("spawned child has no pid"));
+    let launch = Launch {
+        program: resolved.to_string_lossy().into_owned(),
+        argv,
+        env: spec
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        cwd: spec.cwd.to_string_lossy().into_owned(),
+        tty: spec.tty,
     };
-    let io = match master {
-        Some(master) => ChildIo::Pty(Arc::new(PtyMaster::new(master)?)),
-        None => {
-            let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-                return Err(io::Error::other("spawned child lacks its output pipes"));
-            };
-            ChildIo::Pipes {
-                stdin: child.stdin.take(),
-                stdout,
-                stderr,
-            }
-        }
+    let (stdio, io) = if spec.tty {
+        let pair = pty::open()?;
+        let slave = pair.slave;
+        let stdio = [slave.try_clone()?, slave.try_clone()?, slave];
+        (stdio, ChildIo::Pty(Arc::new(PtyMaster::new(pair.master)?)))
+    } else {
+        let (stdin_child, stdin) = if spec.pipe_stdin {
+            let (read, write) = pipe_pair()?;
+            (read, Some(pipe::Sender::from_owned_fd(write)?))
+        } else {
+            (dev_null()?, None)
+        };
+        let (stdout, stdout_child) = pipe_pair()?;
+        let (stderr, stderr_child) = pipe_pair()?;
+        let io = ChildIo::Pipes {
+            stdin,
+            stdout: pipe::Receiver::from_owned_fd(stdout)?,
+            stderr: pipe::Receiver::from_owned_fd(stderr)?,
+        };
+        ([stdin_child, stdout_child, stderr_child], io)
     };
-    Ok(Spawned { child, pgid, io })
+    // The child's ends go to the helper and close here once sent: end of file on ours then
+    // means the child's side is gone.
+    let supervised = supervisor::launch(&launch, stdio).await?;
+    Ok(Spawned { supervised, io })
+}
+
+/// A pipe (read end, write end), both close-on-exec.
+fn pipe_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
+}
+
+fn dev_null() -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
 }
 
 /// `program` itself if it contains `/`, else the first executable file named so in `path`

@@ -7,7 +7,9 @@
     reason = "test helpers: a failed expectation is a failed test"
 )]
 
+mod busy;
 mod cache;
+mod descendants;
 mod forgery;
 mod handles;
 mod paths;

@@ -27,7 +27,7 @@ impl HostState {
     fn timed<T>(&mut self, operation: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
         self.granted()?;
         let started = Instant::now();
-        let result = operation(self);
+        let result = crate::runtime::threads::blocking(|| operation(self));
         self.clock.add_host_time(started.elapsed());
         result
     }

@@ -13,23 +13,27 @@ use crate::server::processor::RequestContext;
 /// A method claimed by a plugin: its params (absent = `null`) go to the plugin as JSON text,
 /// on an instance of the calling session.
 pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
-    let runtime = &ctx.server.runtime;
-    let Some(plugin) = runtime.plugin_for(&ctx.method) else {
+    let Some(plugin) = ctx.server.runtime.plugin_for(&ctx.method) else {
         return Err(method_not_found(&ctx.method));
     };
     let call = CallContext {
         reply: Some(Arc::clone(&ctx.reply)),
         handles: ctx.connection.handles.for_plugin(&plugin.name),
     };
-    runtime
-        .call(
-            &plugin,
-            ctx.session.session().instances(),
-            &ctx.method,
-            &params.to_string(),
-            call,
-        )
-        .await
+    let params = params.to_string();
+    crate::runtime::threads::call(async move {
+        ctx.server
+            .runtime
+            .call(
+                &plugin,
+                ctx.session.session().instances(),
+                &ctx.method,
+                &params,
+                call,
+            )
+            .await
+    })
+    .await
 }
 
 /// `plugin/list`: every plugin with its methods and effective grants.

@@ -61,7 +61,7 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
     };
-    match spawn(&spec) {
+    match spawn(&spec).await {
         Ok(spawned) => table.started(&process, spawned),
         Err(err) => {
             table.remove(&process);

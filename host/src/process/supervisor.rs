@@ -1,0 +1,185 @@
+//! The process supervisor: how wexec starts programs so that nothing they start outlives
+//! their session or wexec, however wexec ends (docs/protocol.md, "Processes").
+//!
+//! At startup, while wexec is still single-threaded, [`start`] forks the zygote
+//! ([`zygote`]). Each `process/start` sends it a control socket and the program's stdio; the
+//! zygote forks a helper ([`helper`]), which starts the program as its child, is the subreaper
+//! of everything the program forks, and reports on the control socket. wexec keeps its end of
+//! that socket for as long as the session holds the process: dropping it, or wexec dying by
+//! any signal (the kernel closes a dead process's descriptors), makes the helper SIGKILL the
+//! program and all its descendants, `setsid` ones included, and exit.
+
+mod helper;
+pub mod wire;
+mod zygote;
+
+use std::io::IoSlice;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+
+use self::wire::{Launch, Report};
+
+/// wexec's end of the zygote's socket.
+static ZYGOTE: OnceLock<Mutex<OwnedFd>> = OnceLock::new();
+
+/// Why the supervisor could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Called twice, or after a thread was started.
+    #[error("the process supervisor must be started once, before any thread")]
+    Misplaced,
+    /// The socket or the fork failed.
+    #[error("cannot start the process supervisor: {0}")]
+    Os(#[from] std::io::Error),
+}
+
+/// Forks the zygote. Call it once, at the start of `main`, before any thread exists (the
+/// `wexec` binary does; an embedder serving with [`crate::run`] must too).
+pub fn start() -> Result<(), StartError> {
+    if ZYGOTE.get().is_some() || threads() != Some(1) {
+        return Err(StartError::Misplaced);
+    }
+    let (ours, theirs) = rustix::net::socketpair(
+        rustix::net::AddressFamily::UNIX,
+        rustix::net::SocketType::SEQPACKET,
+        rustix::net::SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    match zygote::fork() {
+        Some(0) => {
+            drop(ours);
+            zygote::serve(theirs)
+        }
+        Some(_) => {
+            drop(theirs);
+            ZYGOTE
+                .set(Mutex::new(ours))
+                .map_err(|_| StartError::Misplaced)
+        }
+        None => Err(StartError::Os(std::io::Error::last_os_error())),
+    }
+}
+
+/// Whether [`start`] ran.
+pub fn started() -> bool {
+    ZYGOTE.get().is_some()
+}
+
+/// Threads of this process, from `/proc/self/status`.
+fn threads() -> Option<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A program running under its helper.
+pub struct Supervised {
+    /// Its process id.
+    pub pid: i32,
+    /// The helper's reports after `Spawned`.
+    pub reports: Reports,
+    /// Where commands go.
+    pub commands: OwnedWriteHalf,
+}
+
+/// The reports a helper sends after the start.
+pub struct Reports {
+    reader: BufReader<OwnedReadHalf>,
+    /// A line read in part: kept when [`Reports::next`] is cancelled (it is a `select!` arm).
+    line: Vec<u8>,
+}
+
+impl Reports {
+    /// The next report; `None` once the helper is gone (the program and everything it forked
+    /// have ended). Cancel-safe.
+    pub async fn next(&mut self) -> Option<Report> {
+        loop {
+            match self.reader.read_until(b'\n', &mut self.line).await {
+                Ok(0) | Err(_) => return None,
+                Ok(_) if self.line.last() != Some(&b'\n') => return None,
+                Ok(_) => {
+                    let report = serde_json::from_slice(&self.line).ok();
+                    self.line.clear();
+                    if report.is_some() {
+                        return report;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Starts `launch` with `stdio` (stdin, stdout, stderr) under a new helper. Errors are the
+/// OS's, as the start failed in the helper (e.g. `No such file or directory (os error 2)`).
+pub async fn launch(launch: &Launch, stdio: [OwnedFd; 3]) -> std::io::Result<Supervised> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    send_to_zygote(theirs.as_fd(), &stdio)?;
+    drop(theirs);
+    drop(stdio);
+    ours.set_nonblocking(true)?;
+    let (reads, mut commands) = tokio::net::UnixStream::from_std(ours)?.into_split();
+    let mut line = serde_json::to_vec(launch).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    commands.write_all(&line).await?;
+    let mut reports = Reports {
+        reader: BufReader::new(reads),
+        line: Vec::new(),
+    };
+    match reports.next().await {
+        Some(Report::Spawned { pid }) => Ok(Supervised {
+            pid,
+            reports,
+            commands,
+        }),
+        Some(Report::Failed { errno }) => Err(std::io::Error::from_raw_os_error(errno)),
+        Some(Report::Exited { .. }) | None => Err(std::io::Error::other(
+            "the process supervisor ended before the program started",
+        )),
+    }
+}
+
+/// Hands a helper's control end and the program's stdio to the zygote.
+fn send_to_zygote(
+    control: std::os::fd::BorrowedFd<'_>,
+    stdio: &[OwnedFd; 3],
+) -> std::io::Result<()> {
+    let zygote = ZYGOTE.get().ok_or_else(|| {
+        std::io::Error::other(
+            "the process supervisor was not started (see wexec::start_process_supervisor)",
+        )
+    })?;
+    let fds = [
+        control,
+        stdio[0].as_fd(),
+        stdio[1].as_fd(),
+        stdio[2].as_fd(),
+    ];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+    let mut ancillary = SendAncillaryBuffer::new(&mut space);
+    ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+    let socket = zygote.lock().unwrap_or_else(PoisonError::into_inner);
+    // A datagram to a process that reads them as they come: a short, bounded wait at most.
+    crate::runtime::threads::blocking(|| {
+        loop {
+            match rustix::net::sendmsg(
+                &*socket,
+                &[IoSlice::new(b"L")],
+                &mut ancillary,
+                SendFlags::NOSIGNAL,
+            ) {
+                Err(rustix::io::Errno::INTR) => {}
+                sent => return sent.map(drop).map_err(std::io::Error::from),
+            }
+        }
+    })
+}

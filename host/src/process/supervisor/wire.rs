@@ -1,0 +1,48 @@
+//! What wexec and a process's helper say to each other on the process's control socket: plain
+//! data, one JSON line per message, plus one-byte commands from wexec.
+
+use serde::{Deserialize, Serialize};
+
+/// What to run: the first line wexec writes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Launch {
+    /// The program, resolved.
+    pub program: String,
+    /// The arguments, `argv[0]` being what the child sees as its name.
+    pub argv: Vec<String>,
+    /// The complete environment.
+    pub env: Vec<(String, String)>,
+    /// The working directory.
+    pub cwd: String,
+    /// stdin is a terminal's slave, to become the child's controlling terminal.
+    pub tty: bool,
+}
+
+/// What the helper reports, in this order: `Spawned` or `Failed` once, then `Exited` once.
+/// The helper's end of the socket closes when the process and everything it forked are gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Report {
+    /// The program runs, as `pid`.
+    Spawned {
+        /// Its process id.
+        pid: i32,
+    },
+    /// It could not be started: the OS error number.
+    Failed {
+        /// `errno`, as the failed `fork`, `chdir` or `execve` set it.
+        errno: i32,
+    },
+    /// It exited with this code (128 + N when killed by signal N).
+    Exited {
+        /// The exit code.
+        code: i32,
+    },
+}
+
+/// SIGINT to the process group.
+pub const INTERRUPT: u8 = b'i';
+/// SIGTERM to the process group.
+pub const TERMINATE: u8 = b't';
+/// SIGKILL to the process and everything it forked, then the helper exits.
+pub const KILL: u8 = b'k';

@@ -1,0 +1,134 @@
+//! No descendant outlives its session or wexec: a process's whole tree — `setsid` and
+//! double-forked children included — is killed when the process is terminated, when its
+//! session ends (stdin EOF, a detached session's expiry) and when wexec ends by any signal,
+//! SIGKILL included (docs/protocol.md, "Processes").
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wexec_tests::{Client, Server, TempDir, spawn_stdio, spawn_websocket};
+
+/// Starts a tree that escapes its process group three ways, writing each pid to a file in
+/// `dir`: a `setsid` session leader, its child, and a double-forked `setsid` grandchild
+/// orphaned at once. The process itself then runs `main_then` (exits, or waits).
+fn escaping_tree(dir: &Path, main_then: &str) -> Value {
+    let script = format!(
+        r#"setsid sh -c 'sleep 300 & echo $! > "$0/child"; (setsid sleep 301 & echo $! > "$0/orphan"); echo $$ > "$0/leader"; exec sleep 302' "$1" & {main_then}"#
+    );
+    json!({
+        "processId": "tree",
+        "argv": ["sh", "-c", script, "sh", dir.display().to_string()],
+        "cwd": "/",
+        "env": {"PATH": "/usr/bin:/bin"},
+        "tty": false,
+    })
+}
+
+/// The three pids, once the tree has written them all.
+async fn tree_pids(dir: &Path) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let pids: Vec<u32> = ["leader", "child", "orphan"]
+            .iter()
+            .filter_map(|name| std::fs::read_to_string(dir.join(name)).ok())
+            .filter_map(|text| text.trim().parse().ok())
+            .collect();
+        if pids.len() == 3 {
+            assert!(pids.iter().all(|&pid| alive(pid)), "{pids:?}");
+            return pids;
+        }
+        assert!(Instant::now() < deadline, "the tree did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Alive and not a zombie.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// Asserts every pid is gone within a few seconds (the termination grace is 2 s).
+async fn all_gone(pids: &[u32], case: &str) {
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while pids.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let survivors: Vec<&u32> = pids.iter().filter(|&&pid| alive(pid)).collect();
+    assert!(survivors.is_empty(), "{case}: {survivors:?} outlived it");
+}
+
+async fn stdio_with_tree(dir: &TempDir, main_then: &str) -> (Server, Client, Vec<u32>) {
+    let (server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    client
+        .call("process/start", escaping_tree(dir.path(), main_then))
+        .await;
+    let pids = tree_pids(dir.path()).await;
+    (server, client, pids)
+}
+
+#[tokio::test]
+async fn the_whole_tree_ends_with_stdin_eof() {
+    let dir = TempDir::new();
+    // The process itself exits at once; its tree lives on until the session ends.
+    let (mut server, mut client, pids) = stdio_with_tree(&dir, "exit 0").await;
+    client.close().await;
+    assert!(server.wait().await.success());
+    all_gone(&pids, "stdin EOF").await;
+}
+
+#[tokio::test]
+async fn the_whole_tree_ends_with_sigterm() {
+    let dir = TempDir::new();
+    let (mut server, _client, pids) = stdio_with_tree(&dir, "sleep 600").await;
+    server.kill_with("TERM").await;
+    assert!(server.wait().await.success());
+    all_gone(&pids, "SIGTERM").await;
+}
+
+#[tokio::test]
+async fn the_whole_tree_ends_when_wexec_is_killed() {
+    let dir = TempDir::new();
+    let (mut server, _client, pids) = stdio_with_tree(&dir, "sleep 600").await;
+    server.kill_with("KILL").await;
+    let _ = server.wait().await;
+    all_gone(&pids, "SIGKILL of wexec").await;
+}
+
+#[tokio::test]
+async fn terminate_ends_the_whole_tree() {
+    let dir = TempDir::new();
+    let (_server, mut client, pids) = stdio_with_tree(&dir, "sleep 600").await;
+    assert_eq!(
+        client
+            .call("process/terminate", json!({"processId": "tree"}))
+            .await,
+        json!({"running": true})
+    );
+    all_gone(&pids, "process/terminate").await;
+    assert_eq!(
+        client.call("environment/status", json!({})).await,
+        json!({"status": "ready"})
+    );
+}
+
+#[tokio::test]
+async fn the_whole_tree_ends_when_a_detached_session_expires() {
+    let dir = TempDir::new();
+    let server = spawn_websocket(&["--detach-ttl", "1"]).await;
+    let mut client = server.connect().await;
+    client.handshake().await;
+    client
+        .call("process/start", escaping_tree(dir.path(), "exit 0"))
+        .await;
+    let pids = tree_pids(dir.path()).await;
+    client.close().await;
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    all_gone(&pids, "session expiry").await;
+}
