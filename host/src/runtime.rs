@@ -459,10 +459,16 @@ fn new_store(engine: &Engine, plugin: Arc<LoadedPlugin>, shared: Arc<Shared>) ->
     let mut store = Store::new(engine, HostState::new(plugin, shared));
     store.limiter(|state| &mut state.limiter);
     // Checked every tick while guest code runs: trap once the guest's own time is used up,
-    // else yield so a busy guest never holds an executor thread.
+    // else yield so a busy guest never holds an executor thread. A call that has barely begun
+    // runs on to the next tick instead: yielding it would only put it behind every queued
+    // request while it holds its instance (which the queue's calls then instantiate anew).
     store.epoch_deadline_callback(|mut context| {
-        if context.data_mut().clock.check() {
+        let clock = &mut context.data_mut().clock;
+        if clock.check() {
             return Err(wasmtime::Trap::Interrupt.into());
+        }
+        if clock.guest_time() < EPOCH_TICK / 2 {
+            return Ok(UpdateDeadline::Continue(1));
         }
         Ok(UpdateDeadline::Yield(1))
     });

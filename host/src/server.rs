@@ -123,6 +123,7 @@ pub async fn serve_stdio(
         .name("wexec-stdio".into())
         .spawn(move || {
             crate::transport::allow_direct_writes();
+            crate::runtime::threads::allow_inline_guests();
             runtime.block_on(processor::serve(connection, processor_server));
             let _ = finished.send(());
         })?;

@@ -119,6 +119,15 @@ pub fn allow_direct_writes() {
     DIRECT_WRITES.with(|allowed| allowed.set(true));
 }
 
+/// Why [`Outbound::try_send`] did not queue a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrySend {
+    /// No room now: the message, handed back.
+    Full(String),
+    /// The connection is gone.
+    Closed,
+}
+
 /// The connection is gone: nothing more can be written to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the connection is closed")]
@@ -153,6 +162,38 @@ impl Outbound {
             direct.queued();
         }
         let queued = self.enqueue(text).await;
+        if queued.is_err()
+            && let Some(direct) = &self.direct
+        {
+            direct.dropped();
+        }
+        queued
+    }
+
+    /// Queues a message if there is room now; otherwise hands it back (or fails if the
+    /// connection is closed). For senders that must not wait where they are.
+    pub fn try_send(&self, text: String) -> Result<(), TrySend> {
+        if let Some(direct) = &self.direct {
+            if DIRECT_WRITES.with(std::cell::Cell::get) && direct.try_write(&text) {
+                return Ok(());
+            }
+            direct.queued();
+        }
+        let queued = match Arc::clone(&self.budget).try_acquire_many_owned(budget_share(&text)) {
+            Ok(permit) => self
+                .queue
+                .try_send(OutboundMessage {
+                    text,
+                    end: false,
+                    _budget: Some(permit),
+                })
+                .map_err(|err| match err {
+                    mpsc::error::TrySendError::Full(message) => TrySend::Full(message.text),
+                    mpsc::error::TrySendError::Closed(_) => TrySend::Closed,
+                }),
+            Err(tokio::sync::TryAcquireError::NoPermits) => Err(TrySend::Full(text)),
+            Err(tokio::sync::TryAcquireError::Closed) => Err(TrySend::Closed),
+        };
         if queued.is_err()
             && let Some(direct) = &self.direct
         {

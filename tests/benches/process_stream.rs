@@ -2,7 +2,9 @@
 //! client that decodes and counts every byte, and the same bytes through a plain pipe, in the
 //! same run (alternating, 3 rounds each). Reports MB/s medians and their ratio.
 //!
-//! Run: `cargo bench -p wexec-tests --bench process_stream`
+//! Run: `cargo bench -p wexec-tests --bench process_stream`; with
+//! `WEXEC_BASELINE_BIN=<another wexec binary>` that wexec takes its turns too, for a change's
+//! cost side by side.
 
 #![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
 
@@ -15,7 +17,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 
 const BYTES: u64 = 256 * 1024 * 1024;
-const ROUNDS: usize = 3;
+const ROUNDS: usize = 9;
 
 #[derive(Deserialize)]
 struct Message<'a> {
@@ -31,9 +33,10 @@ struct Params<'a> {
     chunk: Option<&'a str>,
 }
 
-/// Bytes/second through wexec: decoded `process/output` bytes until `process/closed`.
-fn through_wexec() -> f64 {
-    let mut child = Command::new(wexec_tests::wexec_bin())
+/// Bytes/second through wexec (`binary`): decoded `process/output` bytes until
+/// `process/closed`.
+fn through_wexec(binary: &std::path::Path) -> f64 {
+    let mut child = Command::new(binary)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -112,15 +115,28 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    let binary = wexec_tests::wexec_bin();
+    let baseline = std::env::var_os("WEXEC_BASELINE_BIN").map(std::path::PathBuf::from);
     let mut wexec = Vec::new();
     let mut pipe = Vec::new();
+    let mut before = Vec::new();
     for _ in 0..ROUNDS {
         pipe.push(through_pipe());
-        wexec.push(through_wexec());
+        wexec.push(through_wexec(&binary));
+        if let Some(baseline) = &baseline {
+            before.push(through_wexec(baseline));
+        }
     }
     let (wexec, pipe) = (median(wexec) / 1e6, median(pipe) / 1e6);
     println!(
         "256 MiB of process output: wexec {wexec:.0} MB/s, plain pipe {pipe:.0} MB/s, ratio {:.0}% (median of {ROUNDS} alternating rounds)",
         100.0 * wexec / pipe
     );
+    if !before.is_empty() {
+        let before = median(before) / 1e6;
+        println!(
+            "  baseline wexec {before:.0} MB/s: this wexec / baseline {:.3}x",
+            wexec / before
+        );
+    }
 }

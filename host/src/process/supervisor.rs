@@ -168,18 +168,17 @@ fn send_to_zygote(
     let mut ancillary = SendAncillaryBuffer::new(&mut space);
     ancillary.push(SendAncillaryMessage::ScmRights(&fds));
     let socket = zygote.lock().unwrap_or_else(PoisonError::into_inner);
-    // A datagram to a process that reads them as they come: a short, bounded wait at most.
-    crate::runtime::threads::blocking(|| {
-        loop {
-            match rustix::net::sendmsg(
-                &*socket,
-                &[IoSlice::new(b"L")],
-                &mut ancillary,
-                SendFlags::NOSIGNAL,
-            ) {
-                Err(rustix::io::Errno::INTR) => {}
-                sent => return sent.map(drop).map_err(std::io::Error::from),
-            }
+    // A datagram to a process that takes them as they come (and does nothing else): a send
+    // waits, if ever, for the zygote's next fork.
+    loop {
+        match rustix::net::sendmsg(
+            &*socket,
+            &[IoSlice::new(b"L")],
+            &mut ancillary,
+            SendFlags::NOSIGNAL,
+        ) {
+            Err(rustix::io::Errno::INTR) => {}
+            sent => return sent.map(drop).map_err(std::io::Error::from),
         }
-    })
+    }
 }

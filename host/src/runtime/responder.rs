@@ -2,6 +2,7 @@
 //! once, early by a plugin or when the handler returns.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
 use wasmtime::component::Resource;
@@ -13,7 +14,7 @@ use super::state::HostState;
 use crate::rpc::{
     RequestId, RpcError, RpcResult, encode_reply, encode_success_with, internal_error,
 };
-use crate::transport::Outbound;
+use crate::transport::{Outbound, TrySend};
 
 /// The reply to one request.
 #[derive(Debug)]
@@ -21,6 +22,9 @@ pub struct Reply {
     id: RequestId,
     outbound: Outbound,
     sent: AtomicBool,
+    /// An early reply that found no room in the queue: sent before the call's first
+    /// notification, or once the call has returned (and its instance is free again).
+    deferred: Mutex<Option<String>>,
 }
 
 impl Reply {
@@ -30,27 +34,46 @@ impl Reply {
             id,
             outbound,
             sent: AtomicBool::new(false),
+            deferred: Mutex::new(None),
         }
     }
 
-    /// Sends `outcome` unless a reply was already sent. Waits for room in the queue.
+    /// Sends `outcome` unless a reply was already sent (then sends a deferred early reply).
+    /// Waits for room in the queue.
     pub async fn send(&self, outcome: &RpcResult) {
         if self.sent.swap(true, Ordering::AcqRel) {
+            self.flush().await;
             return;
         }
         // A closed connection has nobody left to answer.
         let _ = self.outbound.send(encode_reply(&self.id, outcome)).await;
     }
 
-    /// Sends a success whose result `write` appends (about `len` bytes of JSON the caller
-    /// vouches for) unless a reply was already sent.
-    pub async fn send_success_with(&self, len: usize, write: impl FnOnce(&mut String)) {
+    /// Sends an early reply from inside a plugin call, unless a reply was already sent. It is
+    /// queued now if there is room, else deferred (see [`Reply::flush`]): a guest never waits
+    /// for a slow client while it holds its instance.
+    fn offer(&self, text: impl FnOnce() -> String) {
         if self.sent.swap(true, Ordering::AcqRel) {
             return;
         }
-        let _ = (self.outbound)
-            .send(encode_success_with(&self.id, len, write))
-            .await;
+        match self.outbound.try_send(text()) {
+            Ok(()) | Err(TrySend::Closed) => {}
+            Err(TrySend::Full(text)) => {
+                *self.deferred.lock().unwrap_or_else(PoisonError::into_inner) = Some(text);
+            }
+        }
+    }
+
+    /// Sends a deferred early reply, waiting for room.
+    pub async fn flush(&self) {
+        let deferred = self
+            .deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(text) = deferred {
+            let _ = self.outbound.send(text).await;
+        }
     }
 
     /// The connection's outbound queue.
@@ -85,9 +108,8 @@ impl Host for HostState {
             }),
             Err(error) => Err(from_wit(error)),
         };
-        let waited = Instant::now();
-        reply.send(&outcome).await;
-        self.clock.add_host_time(waited.elapsed());
+        let id = reply.id.clone();
+        reply.offer(|| encode_reply(&id, &outcome));
     }
 
     async fn respond_with_base64(
@@ -115,17 +137,17 @@ impl Host for HostState {
         let (before, after) = (super::json::fragment(before), super::json::fragment(after));
         let bytes = contents.bytes();
         let len = before.len() + bytes.len().div_ceil(3) * 4 + after.len() + 2;
-        let waited = Instant::now();
-        reply
-            .send_success_with(len, |text| {
+        let started = Instant::now();
+        reply.offer(|| {
+            encode_success_with(&reply.id, len, |text| {
                 text.push_str(&before);
                 text.push('"');
                 base64_simd::STANDARD.encode_append(bytes, text);
                 text.push('"');
                 text.push_str(&after);
             })
-            .await;
-        self.clock.add_host_time(waited.elapsed());
+        });
+        self.clock.add_host_time(started.elapsed());
         Ok(())
     }
 
@@ -145,6 +167,8 @@ impl Host for HostState {
         let text = crate::rpc::encode_notification(&method, &params).map_err(|err| err.message)?;
         let outbound = reply.outbound().clone();
         let waited = Instant::now();
+        // The response first, if it was deferred.
+        reply.flush().await;
         let sent = outbound.send(text).await;
         self.clock.add_host_time(waited.elapsed());
         sent.map_err(|_| "the connection is closed".to_owned())

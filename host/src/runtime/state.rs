@@ -170,11 +170,15 @@ impl CallClock {
 
     /// Whether the guest has used up its time; marks the clock if so.
     pub fn check(&mut self) -> bool {
-        let guest = self.started.elapsed().saturating_sub(self.in_host);
-        if guest > self.limit {
+        if self.guest_time() > self.limit {
             self.timed_out = true;
         }
         self.timed_out
+    }
+
+    /// The guest's own execution time in this call so far.
+    pub fn guest_time(&self) -> Duration {
+        self.started.elapsed().saturating_sub(self.in_host)
     }
 
     /// The limit.

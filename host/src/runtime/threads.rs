@@ -1,117 +1,146 @@
-//! Where guest code and blocking host work run, so that neither holds a thread that serves
-//! connections (docs/plugins.md, "Calls, limits and failures").
+//! Where guest code and filesystem work run, so that neither holds a thread that serves
+//! connections (docs/plugins.md, "Threads").
 //!
-//! - A plugin call starts where its request is handled: inline on the stdio thread, or on a
-//!   runtime worker. Most calls finish there in microseconds.
-//! - A call that has kept its thread busy for [`DEMOTE_AFTER`] in all (a busy guest yields
-//!   at every epoch tick) moves to the guest runtime, whose threads run at a lower OS priority:
-//!   however many guests spin, the threads serving connections stay free, and the kernel
-//!   prefers them when both want a CPU.
-//! - Blocking filesystem work runs under [`blocking`]: on a runtime worker, tokio first hands
-//!   the worker's other tasks to another thread, so one slow or stuck disk operation delays
-//!   only its own request.
+//! - wexec's own runtime serves the connections and the native methods; it never runs guest
+//!   code or filesystem work.
+//! - Plugin calls run on the guest runtime ([`spawn_guest`]). On the stdio thread, which serves
+//!   nothing but its own connection, a call is first polled in place (most finish there, in
+//!   microseconds, without a switch between threads); one that has to wait goes on there.
+//! - A call that has kept a thread busy for [`DEMOTE_AFTER`] in all (a busy guest yields at
+//!   every epoch tick) moves to the busy-guest runtime, whose threads run at a lower OS
+//!   priority: spinning guests cannot hold up calls that would finish at once, and the kernel
+//!   prefers the threads serving connections when all want a CPU.
+//! - Filesystem work that takes long by nature (copies, removals, listings, large writes) runs
+//!   under [`long_blocking`]: tokio first hands the guest worker's other tasks to another
+//!   thread, so it delays only its own request.
 
+use std::cell::Cell;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::OnceLock;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use crate::rpc::{RpcResult, internal_error};
-
-/// Thread time after which a call moves to the guest runtime.
+/// Thread time after which a call moves to the busy-guest runtime.
 pub const DEMOTE_AFTER: Duration = Duration::from_millis(10);
 
-/// How much lower the guest runtime's threads run (`nice`).
-const GUEST_NICENESS: i32 = 10;
+/// How much lower the busy-guest runtime's threads run (`nice`).
+const BUSY_NICENESS: i32 = 10;
 
-/// Runs `work`, which may block on the disk, without holding up the tasks of a runtime worker:
-/// on a multi-thread runtime's worker they move to another thread first (tokio's
-/// `block_in_place`); on the stdio thread, which serves only its own connection, or outside any
-/// runtime, `work` just runs.
-pub fn blocking<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
+thread_local! {
+    static INLINE_GUESTS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Lets guest work be polled on this thread: stdio's processor thread, which serves only its
+/// own connection, so work blocking it delays nothing else.
+pub fn allow_inline_guests() {
+    INLINE_GUESTS.with(|allowed| allowed.set(true));
+}
+
+/// Whether guest work may run on this thread.
+pub fn inline_guests_here() -> bool {
+    INLINE_GUESTS.with(Cell::get)
+}
+
+/// A request's job.
+pub type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Runs a request's job on the guest runtime, moving it to the busy-guest runtime once it has
+/// kept threads busy for [`DEMOTE_AFTER`] in all, `busy` already included (a first poll in
+/// place). Falls back to the current runtime where one cannot be built.
+pub fn spawn_guest(job: Job, busy: Duration) {
+    let demotable = Demotable {
+        job: Some(job),
+        busy,
+    };
+    match runtime(&GUESTS, "wexec-guest", 0) {
+        Some(guests) => drop(guests.spawn(demotable)),
+        None => drop(tokio::spawn(demotable)),
     }
 }
 
-/// Runs a plugin call in place until it has been busy for [`DEMOTE_AFTER`], then on the guest
-/// runtime. Dropping the returned future (the connection went away) ends the call.
-pub async fn call(call: impl Future<Output = RpcResult> + Send + 'static) -> RpcResult {
-    let mut call = Box::pin(call);
-    let mut busy = Duration::ZERO;
-    let in_place = std::future::poll_fn(|context| {
+/// A job that measures the time its polls take, and moves on once that is too much.
+struct Demotable {
+    /// Taken when the job moves.
+    job: Option<Job>,
+    busy: Duration,
+}
+
+impl Future for Demotable {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, context: &mut std::task::Context<'_>) -> Poll<()> {
+        let Some(job) = self.job.as_mut() else {
+            return Poll::Ready(());
+        };
         let started = Instant::now();
-        let poll = call.as_mut().poll(context);
-        busy += started.elapsed();
-        match poll {
-            Poll::Ready(outcome) => Poll::Ready(Some(outcome)),
-            Poll::Pending if busy >= DEMOTE_AFTER => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+        let poll = job.as_mut().poll(context);
+        self.busy += started.elapsed();
+        if poll.is_ready() || self.busy < DEMOTE_AFTER {
+            return poll;
+        }
+        if let (Some(job), Some(busy_guests)) = (
+            self.job.take(),
+            runtime(&BUSY, "wexec-busy-guest", BUSY_NICENESS),
+        ) {
+            tracing::debug!("a busy plugin call moves to the busy-guest runtime");
+            drop(busy_guests.spawn(job));
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+/// Runs `work`, filesystem work that may take long, without holding up the other tasks of the
+/// runtime worker it is on (tokio's `block_in_place` moves them to another thread). On the
+/// stdio thread, or outside a multi-thread runtime, `work` just runs.
+pub fn long_blocking<T>(work: impl FnOnce() -> T) -> T {
+    let on_worker = !inline_guests_here()
+        && tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+    if on_worker {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
+static GUESTS: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+static BUSY: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
+
+/// A runtime of as many threads as CPUs, named `name`, at `niceness`; built on first use.
+/// `None` (work then stays on the current runtime) if it cannot be built.
+fn runtime(
+    cell: &'static OnceLock<Option<tokio::runtime::Runtime>>,
+    name: &'static str,
+    niceness: i32,
+) -> Option<&'static tokio::runtime::Handle> {
+    cell.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let built = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name(name)
+            .on_thread_start(move || {
+                // On Linux a priority set with `who = 0` applies to the calling thread.
+                if niceness != 0
+                    && let Err(err) = rustix::process::setpriority_process(None, niceness)
+                {
+                    tracing::debug!("cannot lower the priority of a {name} thread: {err}");
+                }
+            })
+            .enable_all()
+            .build();
+        match built {
+            Ok(runtime) => Some(runtime),
+            Err(err) => {
+                tracing::error!(
+                    "cannot start the {name} runtime; its work stays on wexec's own: {err}"
+                );
+                None
+            }
         }
     })
-    .await;
-    if let Some(outcome) = in_place {
-        return outcome;
-    }
-    let Some(guests) = guest_runtime() else {
-        return call.await;
-    };
-    tracing::debug!("a busy plugin call moves to the guest runtime");
-    match AbortOnDrop(guests.spawn(call)).await {
-        Ok(outcome) => outcome,
-        Err(err) => Err(internal_error(format!("plugin call failed: {err}"))),
-    }
-}
-
-/// Aborts a spawned call when its request is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<RpcResult>);
-
-impl Future for AbortOnDrop {
-    type Output = Result<RpcResult, tokio::task::JoinError>;
-
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        context: &mut std::task::Context<'_>,
-    ) -> Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(context)
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The runtime busy calls move to: as many threads as CPUs, each at a lower priority. Built on
-/// first use; `None` (calls then stay where they are) if it cannot be.
-fn guest_runtime() -> Option<&'static tokio::runtime::Handle> {
-    static GUESTS: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
-    GUESTS
-        .get_or_init(|| {
-            let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-            let built = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads)
-                .thread_name("wexec-guest")
-                .on_thread_start(|| {
-                    // On Linux a priority set with `who = 0` applies to the calling thread.
-                    if let Err(err) = rustix::process::setpriority_process(None, GUEST_NICENESS) {
-                        tracing::debug!("cannot lower a guest thread's priority: {err}");
-                    }
-                })
-                .enable_all()
-                .build();
-            match built {
-                Ok(runtime) => Some(runtime),
-                Err(err) => {
-                    tracing::error!("cannot start the guest runtime; busy plugin calls stay on the connection threads: {err}");
-                    None
-                }
-            }
-        })
-        .as_ref()
-        .map(tokio::runtime::Runtime::handle)
+    .as_ref()
+    .map(tokio::runtime::Runtime::handle)
 }

@@ -12,10 +12,10 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
@@ -50,7 +50,35 @@ pub enum LaneRole {
     Control,
 }
 
-type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
+type Job = crate::runtime::threads::Job;
+
+/// Where a request's job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runs {
+    /// On wexec's runtime, beside the connections: native handlers, which never block.
+    Native,
+    /// On the guest runtime: plugin calls, which run guest code and filesystem work
+    /// ([`crate::runtime::threads`]). Inline only on a thread that serves nothing but its own
+    /// connection (stdio's).
+    Guest,
+}
+
+impl Runs {
+    fn spawn(self, job: Job) {
+        match self {
+            Self::Native => drop(tokio::spawn(job)),
+            Self::Guest => crate::runtime::threads::spawn_guest(job, Duration::ZERO),
+        }
+    }
+
+    /// Whether the job may first be polled on the calling thread.
+    fn inline_here(self) -> bool {
+        match self {
+            Self::Native => true,
+            Self::Guest => crate::runtime::threads::inline_guests_here(),
+        }
+    }
+}
 
 /// The dispatcher of one connection.
 pub struct Dispatcher {
@@ -61,7 +89,7 @@ pub struct Dispatcher {
     queued: Arc<AtomicUsize>,
     /// Set when the connection is gone: jobs still waiting for a slot are dropped unrun.
     abandoned: Arc<AtomicBool>,
-    waiting: mpsc::Sender<Job>,
+    waiting: mpsc::Sender<(Job, Runs)>,
     /// Every job holds a clone; [`Dispatcher::drain`] waits for them all to drop.
     in_flight: mpsc::Sender<()>,
     all_done: mpsc::Receiver<()>,
@@ -71,7 +99,7 @@ impl Dispatcher {
     /// A dispatcher with its slot-granting task.
     pub fn new() -> Self {
         let slots = Arc::new(Semaphore::new(MAX_EXECUTING));
-        let (waiting, mut queue) = mpsc::channel::<Job>(MAX_WAITING);
+        let (waiting, mut queue) = mpsc::channel::<(Job, Runs)>(MAX_WAITING);
         let abandoned = Arc::new(AtomicBool::new(false));
         let queued = Arc::new(AtomicUsize::new(0));
         let (granter_abandoned, granter_slots, granter_queued) = (
@@ -80,12 +108,12 @@ impl Dispatcher {
             Arc::clone(&queued),
         );
         tokio::spawn(async move {
-            while let Some(job) = queue.recv().await {
+            while let Some((job, runs)) = queue.recv().await {
                 let Ok(slot) = Arc::clone(&granter_slots).acquire_owned().await else {
                     return;
                 };
                 if !granter_abandoned.load(Ordering::Acquire) {
-                    tokio::spawn(run_with_slot(job, slot));
+                    runs.spawn(Box::pin(run_with_slot(job, slot)));
                 }
                 granter_queued.fetch_sub(1, Ordering::AcqRel);
             }
@@ -110,7 +138,8 @@ impl Dispatcher {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.dispatch_with(lane, exempt, job, false).await;
+        self.dispatch_with(lane, exempt, job, false, Runs::Native)
+            .await;
     }
 
     /// Like [`Dispatcher::dispatch`]; with `inline`, a job that can start at once is first
@@ -123,6 +152,7 @@ impl Dispatcher {
         exempt: bool,
         job: F,
         inline: bool,
+        runs: Runs,
     ) where
         F: Future<Output = ()> + Send + 'static,
     {
@@ -135,11 +165,12 @@ impl Dispatcher {
                 None => job.await,
             }
         });
+        let inline = inline && runs.inline_here();
         let start = |job: Job| {
             if inline {
-                start_inline(job);
+                start_inline(job, runs);
             } else {
-                tokio::spawn(job);
+                runs.spawn(job);
             }
         };
         if exempt {
@@ -158,7 +189,7 @@ impl Dispatcher {
         // lives as long as `waiting`, so this send only fails while the runtime shuts down,
         // when the job can be dropped.
         self.queued.fetch_add(1, Ordering::AcqRel);
-        if self.waiting.send(job).await.is_err() {
+        if self.waiting.send((job, runs)).await.is_err() {
             self.queued.fetch_sub(1, Ordering::AcqRel);
         }
     }
@@ -185,16 +216,18 @@ impl Dispatcher {
 /// instance) finish in their first poll, and then cost no task switch at all — on this
 /// machine each hop between threads costs more than the work. A job that has to wait continues
 /// as a task of its own. A panic ends only the job, as it would in a task.
-fn start_inline(mut job: Job) {
+fn start_inline(mut job: Job, runs: Runs) {
     let mut context = Context::from_waker(Waker::noop());
+    let started = Instant::now();
     let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         job.as_mut().poll(&mut context)
     }));
     match polled {
-        Ok(Poll::Pending) => {
-            // Polled again at once by the runtime, with a waker that works.
-            tokio::spawn(job);
-        }
+        // Polled again at once by the runtime, with a waker that works.
+        Ok(Poll::Pending) => match runs {
+            Runs::Native => drop(tokio::spawn(job)),
+            Runs::Guest => crate::runtime::threads::spawn_guest(job, started.elapsed()),
+        },
         Ok(Poll::Ready(())) => {}
         Err(_) => tracing::error!("a request handler panicked"),
     }
@@ -313,6 +346,7 @@ mod tests {
                 false,
                 async move { flag.store(true, Ordering::SeqCst) },
                 true,
+                Runs::Native,
             )
             .await;
         assert!(done.load(Ordering::SeqCst));
@@ -329,6 +363,7 @@ mod tests {
                     flag.store(true, Ordering::SeqCst);
                 },
                 true,
+                Runs::Native,
             )
             .await;
         assert!(!finished.load(Ordering::SeqCst));
@@ -341,7 +376,13 @@ mod tests {
     async fn an_inline_job_that_panics_ends_only_itself() {
         let dispatcher = Dispatcher::new();
         dispatcher
-            .dispatch_with(None, true, async { panic!("handler bug") }, true)
+            .dispatch_with(
+                None,
+                true,
+                async { panic!("handler bug") },
+                true,
+                Runs::Native,
+            )
             .await;
         let done = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&done);
@@ -351,6 +392,7 @@ mod tests {
                 false,
                 async move { flag.store(true, Ordering::SeqCst) },
                 true,
+                Runs::Native,
             )
             .await;
         assert!(done.load(Ordering::SeqCst));

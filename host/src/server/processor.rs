@@ -271,7 +271,7 @@ impl Processor {
             reply.send(&outcome).await;
         };
         self.dispatcher
-            .dispatch_with(lane, route.exempt, job, self.inline)
+            .dispatch_with(lane, route.exempt, job, self.inline, route.runs)
             .await;
         Flow::Continue
     }

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use serde_json::Value;
 
 use super::ServerState;
-use super::dispatch::{LaneKey, LaneRole};
+use super::dispatch::{LaneKey, LaneRole, Runs};
 use super::handlers;
 use super::processor::RequestContext;
 use crate::protocol;
@@ -83,6 +83,8 @@ pub struct Route {
     pub exempt: bool,
     /// Ordering.
     pub lane: Lane,
+    /// Where its job runs.
+    pub runs: Runs,
     /// The handler.
     pub handler: Handler,
 }
@@ -92,6 +94,7 @@ fn exec(exempt: bool, lane: Lane, handler: Handler) -> Route {
         family: Family::Exec,
         exempt,
         lane,
+        runs: Runs::Native,
         handler,
     }
 }
@@ -104,6 +107,7 @@ pub fn route(method: &str, server: &ServerState) -> Option<Route> {
             family: Family::EnvironmentStatus,
             exempt: true,
             lane: Lane::None,
+            runs: Runs::Native,
             handler: |ctx, params| Box::pin(handlers::environment_status(ctx, params)),
         },
         protocol::PROCESS_START => exec(false, Lane::Process(LaneRole::Barrier), |ctx, params| {
@@ -128,6 +132,7 @@ pub fn route(method: &str, server: &ServerState) -> Option<Route> {
             family: Family::Plugin,
             exempt: true,
             lane: Lane::None,
+            runs: Runs::Native,
             handler: |ctx, params| Box::pin(handlers::plugin::list(ctx, params)),
         },
         _ => return plugin_route(method, server),
@@ -154,6 +159,7 @@ fn plugin_route(method: &str, server: &ServerState) -> Option<Route> {
         family,
         exempt,
         lane,
+        runs: Runs::Guest,
         handler: |ctx, params| Box::pin(handlers::plugin::call(ctx, params)),
     })
 }

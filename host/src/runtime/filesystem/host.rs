@@ -6,6 +6,10 @@ use std::time::Instant;
 use wasmtime::component::Resource;
 
 use super::{Contents, Error, ErrorKind, invalid};
+use crate::runtime::threads;
+
+/// A write this large is long work ([`threads::long_blocking`]).
+const LONG_WRITE_BYTES: usize = 1024 * 1024;
 use crate::runtime::bindings::wexec::plugin::filesystem::{DirEntry, Host, Metadata, OpenMode};
 use crate::runtime::state::HostState;
 
@@ -27,9 +31,18 @@ impl HostState {
     fn timed<T>(&mut self, operation: impl FnOnce(&Self) -> Result<T, Error>) -> Result<T, Error> {
         self.granted()?;
         let started = Instant::now();
-        let result = crate::runtime::threads::blocking(|| operation(self));
+        let result = operation(self);
         self.clock.add_host_time(started.elapsed());
         result
+    }
+
+    /// [`HostState::timed`] for work that takes long by nature (copies, removals, listings,
+    /// directory trees, large writes): it never holds up other tasks of the thread it is on.
+    fn timed_long<T>(
+        &mut self,
+        operation: impl FnOnce(&Self) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.timed(|state| threads::long_blocking(|| operation(state)))
     }
 
     /// The handles the called plugin opened on the calling connection.
@@ -61,11 +74,16 @@ impl Host for HostState {
         data: Vec<u8>,
         follow_symlinks: bool,
     ) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.write_file(&path, &data, follow_symlinks))
+        let write = |state: &Self| state.plugin.roots.write_file(&path, &data, follow_symlinks);
+        if data.len() >= LONG_WRITE_BYTES {
+            self.timed_long(write)
+        } else {
+            self.timed(write)
+        }
     }
 
     async fn create_directory(&mut self, path: String, recursive: bool) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.create_directory(&path, recursive))
+        self.timed_long(|state| state.plugin.roots.create_directory(&path, recursive))
     }
 
     async fn get_metadata(
@@ -81,11 +99,11 @@ impl Host for HostState {
     }
 
     async fn read_directory(&mut self, path: String) -> Result<Vec<DirEntry>, Error> {
-        self.timed(|state| state.plugin.roots.read_directory(&path))
+        self.timed_long(|state| state.plugin.roots.read_directory(&path))
     }
 
     async fn remove(&mut self, path: String, recursive: bool, force: bool) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.remove(&path, recursive, force))
+        self.timed_long(|state| state.plugin.roots.remove(&path, recursive, force))
     }
 
     async fn copy(
@@ -94,7 +112,7 @@ impl Host for HostState {
         destination: String,
         recursive: bool,
     ) -> Result<(), Error> {
-        self.timed(|state| state.plugin.roots.copy(&source, &destination, recursive))
+        self.timed_long(|state| state.plugin.roots.copy(&source, &destination, recursive))
     }
 
     async fn open(&mut self, handle_id: String, path: String, mode: OpenMode) -> Result<(), Error> {

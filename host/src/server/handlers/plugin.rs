@@ -20,20 +20,16 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
         reply: Some(Arc::clone(&ctx.reply)),
         handles: ctx.connection.handles.for_plugin(&plugin.name),
     };
-    let params = params.to_string();
-    crate::runtime::threads::call(async move {
-        ctx.server
-            .runtime
-            .call(
-                &plugin,
-                ctx.session.session().instances(),
-                &ctx.method,
-                &params,
-                call,
-            )
-            .await
-    })
-    .await
+    ctx.server
+        .runtime
+        .call(
+            &plugin,
+            ctx.session.session().instances(),
+            &ctx.method,
+            &params.to_string(),
+            call,
+        )
+        .await
 }
 
 /// `plugin/list`: every plugin with its methods and effective grants.
