@@ -63,6 +63,27 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = 512)]
     pub plugin_memory_limit_mib: u64,
 
+    /// Log output allowed per plugin call, in KiB; later lines are dropped and counted.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub plugin_log_limit_kib: u64,
+
+    /// WebSocket connections served at once; further upgrades get 503.
+    #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+
+    /// Live processes one session may have (started and not yet ended with all they forked).
+    #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_SESSION_PROCESSES)]
+    pub session_processes: usize,
+
+    /// Live processes across every session.
+    #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_MAX_PROCESSES)]
+    pub max_processes: usize,
+
+    /// MiB of inbound messages wexec holds at once (read and not yet answered), across
+    /// connections; a message that does not fit is refused with an error.
+    #[arg(long, value_name = "N", default_value_t = (crate::transport::budget::DEFAULT_INBOUND_BYTES >> 20) as u64)]
+    pub max_inbound_mib: u64,
+
     /// A tool to run instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -102,6 +123,8 @@ pub struct Settings {
     pub plugins: Vec<PluginSpec>,
     /// With `--config`: how to rebuild the plugin list when files change or on SIGHUP.
     pub reload: Option<ReloadSource>,
+    /// What this wexec serves at most.
+    pub limits: crate::server::limits::ServerLimits,
 }
 
 /// What a reload re-reads: the config file and every plugin file, as at startup.
@@ -165,6 +188,9 @@ pub enum StartupError {
     /// A plugin file that cannot be read.
     #[error(transparent)]
     Plugin(#[from] LoadError),
+    /// A limit that cannot work.
+    #[error("{0}")]
+    Limit(String),
 }
 
 impl Options {
@@ -193,6 +219,24 @@ impl Options {
             fs_roots: fs_roots.clone(),
             allow_hosts: allow_hosts.clone(),
         });
+        let inbound_bytes =
+            usize::try_from(self.max_inbound_mib.saturating_mul(1024 * 1024)).unwrap_or(usize::MAX);
+        // One message of the largest size must always be admissible.
+        if inbound_bytes < crate::rpc::MAX_MESSAGE_BYTES {
+            return Err(StartupError::Limit(format!(
+                "--max-inbound-mib {} is below the 64 MiB a single message may have",
+                self.max_inbound_mib
+            )));
+        }
+        for (option, value) in [
+            ("--max-connections", self.max_connections),
+            ("--session-processes", self.session_processes),
+            ("--max-processes", self.max_processes),
+        ] {
+            if value == 0 {
+                return Err(StartupError::Limit(format!("{option} must be at least 1")));
+            }
+        }
         Ok(Settings {
             listen,
             token,
@@ -201,6 +245,12 @@ impl Options {
             allow_hosts,
             plugins,
             reload,
+            limits: crate::server::limits::ServerLimits {
+                max_connections: self.max_connections,
+                session_processes: self.session_processes,
+                max_processes: self.max_processes,
+                inbound_bytes,
+            },
         })
     }
 
@@ -210,8 +260,11 @@ impl Options {
         fs_roots: &[PathBuf],
         allow_hosts: &[HostPattern],
     ) -> Result<Vec<PluginSpec>, StartupError> {
-        let defaults =
-            Limits::from_settings(self.plugin_time_limit_ms, self.plugin_memory_limit_mib);
+        let defaults = Limits::from_settings(
+            self.plugin_time_limit_ms,
+            self.plugin_memory_limit_mib,
+            self.plugin_log_limit_kib,
+        );
         let mut specs = crate::runtime::builtin::specs(fs_roots, allow_hosts, defaults);
         for file in &self.plugins {
             specs.push(PluginSpec {

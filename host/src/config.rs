@@ -6,6 +6,7 @@
 //! [limits]
 //! time-limit-ms = 30000
 //! memory-limit-mib = 512
+//! log-limit-kib = 64           # log output per call
 //!
 //! [[plugins]]
 //! file = "plugins/search.wasm"
@@ -40,6 +41,7 @@ struct File {
 struct LimitSettings {
     time_limit_ms: Option<u64>,
     memory_limit_mib: Option<u64>,
+    log_limit_kib: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -56,6 +58,7 @@ struct PluginEntry {
     env_vars: Vec<String>,
     time_limit_ms: Option<u64>,
     memory_limit_mib: Option<u64>,
+    log_limit_kib: Option<u64>,
 }
 
 /// One plugin of the file, resolved: absolute file, canonical roots, parsed patterns.
@@ -99,11 +102,7 @@ fn parse(text: &str, base: &Path, defaults: Limits) -> Result<Vec<ConfiguredPlug
         }
         None => err.message().to_owned(),
     })?;
-    let file_limits = merge(
-        defaults,
-        &file.limits.time_limit_ms,
-        &file.limits.memory_limit_mib,
-    );
+    let file_limits = merge(defaults, &file.limits);
     file.plugins
         .into_iter()
         .map(|entry| {
@@ -133,16 +132,26 @@ fn parse(text: &str, base: &Path, defaults: Limits) -> Result<Vec<ConfiguredPlug
                     allow_hosts,
                     env_vars: entry.env_vars.iter().cloned().collect::<BTreeSet<_>>(),
                 },
-                limits: merge(file_limits, &entry.time_limit_ms, &entry.memory_limit_mib),
+                limits: merge(
+                    file_limits,
+                    &LimitSettings {
+                        time_limit_ms: entry.time_limit_ms,
+                        memory_limit_mib: entry.memory_limit_mib,
+                        log_limit_kib: entry.log_limit_kib,
+                    },
+                ),
             })
         })
         .collect()
 }
 
-fn merge(base: Limits, time_limit_ms: &Option<u64>, memory_limit_mib: &Option<u64>) -> Limits {
-    let time_ms = time_limit_ms.unwrap_or(u64::try_from(base.time.as_millis()).unwrap_or(u64::MAX));
-    let memory_mib = memory_limit_mib.unwrap_or((base.memory_bytes / (1024 * 1024)) as u64);
-    Limits::from_settings(time_ms, memory_mib)
+fn merge(base: Limits, settings: &LimitSettings) -> Limits {
+    let time_ms = (settings.time_limit_ms)
+        .unwrap_or(u64::try_from(base.time.as_millis()).unwrap_or(u64::MAX));
+    let memory_mib =
+        (settings.memory_limit_mib).unwrap_or((base.memory_bytes / (1024 * 1024)) as u64);
+    let log_kib = (settings.log_limit_kib).unwrap_or((base.log_bytes / 1024) as u64);
+    Limits::from_settings(time_ms, memory_mib, log_kib)
 }
 
 #[cfg(test)]
@@ -186,7 +195,8 @@ mod tests {
             plugins[0].limits,
             Limits {
                 time: Duration::from_secs(5),
-                memory_bytes: 64 << 20
+                memory_bytes: 64 << 20,
+                log_bytes: 64 << 10,
             }
         );
         assert_eq!(plugins[1].file, PathBuf::from("/abs/b.wasm"));

@@ -23,6 +23,7 @@ use self::pty::PtyMaster;
 use self::spawn::{ChildIo, Spawned};
 use self::supervisor::wire::{INTERRUPT, KILL, TERMINATE};
 use crate::protocol::WriteStatus;
+use crate::server::limits::{Counter, Token};
 use crate::transport::Outbound;
 
 /// Between SIGTERM and SIGKILL to a process group.
@@ -57,9 +58,13 @@ impl EventSink {
 }
 
 /// A session's processes, live and retained.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ProcessTable {
     processes: Mutex<HashMap<String, Arc<Process>>>,
+    /// Live processes of this session (started, not yet gone with all they forked).
+    session_live: Arc<Counter>,
+    /// Live processes of every session.
+    host_live: Arc<Counter>,
     /// Processes no longer retained whose descendants still run (a daemon that closed its
     /// output): held, so that they end with the session.
     lingering: Mutex<Vec<Arc<Process>>>,
@@ -68,22 +73,46 @@ pub struct ProcessTable {
 
 /// Why a `process/start` could not register its id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("process {0} already exists")]
-pub struct AlreadyExists(pub String);
+pub enum ReserveError {
+    /// The id is live or retained.
+    #[error("process {0} already exists")]
+    AlreadyExists(String),
+    /// The session has `--session-processes` live processes.
+    #[error("session process limit of {0} reached")]
+    SessionLimit(usize),
+    /// The host has `--max-processes` live processes.
+    #[error("host process limit of {0} reached")]
+    HostLimit(usize),
+}
 
 impl ProcessTable {
+    /// An empty table, counting its live processes in `session_live` and `host_live`.
+    pub fn new(session_live: Arc<Counter>, host_live: Arc<Counter>) -> Self {
+        Self {
+            processes: Mutex::default(),
+            session_live,
+            host_live,
+            lingering: Mutex::default(),
+            sink: Arc::default(),
+        }
+    }
+
     /// The sink notifications of this table's processes go to.
     pub fn sink(&self) -> &Arc<EventSink> {
         &self.sink
     }
 
-    /// Registers `id` as starting.
-    pub fn reserve(&self, id: &str) -> Result<Arc<Process>, AlreadyExists> {
+    /// Registers `id` as starting, within the session's and the host's process limits.
+    pub fn reserve(&self, id: &str) -> Result<Arc<Process>, ReserveError> {
         let mut processes = lock(&self.processes);
         if processes.contains_key(id) {
-            return Err(AlreadyExists(id.to_owned()));
+            return Err(ReserveError::AlreadyExists(id.to_owned()));
         }
-        let process = Arc::new(Process::new(id.to_owned()));
+        let session = (self.session_live.take())
+            .ok_or(ReserveError::SessionLimit(self.session_live.limit()))?;
+        let host =
+            (self.host_live.take()).ok_or(ReserveError::HostLimit(self.host_live.limit()))?;
+        let process = Arc::new(Process::new(id.to_owned(), [session, host]));
         processes.insert(id.to_owned(), Arc::clone(&process));
         Ok(process)
     }
@@ -104,9 +133,14 @@ impl ProcessTable {
             processes.remove(&process.id);
         }
         drop(processes);
+        if process.never_started() {
+            // A failed start: nothing runs, nothing counts.
+            process.set_gone();
+            return;
+        }
         let mut lingering = lock(&self.lingering);
         lingering.retain(|process| !process.is_gone());
-        if !process.is_gone() && !process.never_started() {
+        if !process.is_gone() {
             lingering.push(Arc::clone(process));
         }
     }
@@ -211,6 +245,8 @@ pub struct Process {
     terminating: std::sync::atomic::AtomicBool,
     /// Commands to the process's helper; dropping it kills whatever is left.
     commands: Mutex<Option<OwnedWriteHalf>>,
+    /// Its places in the session's and the host's live-process counts, until it is gone.
+    counted: Mutex<Option<[Token; 2]>>,
     /// Set once the helper is gone: the process and everything it forked have ended.
     gone: watch::Sender<bool>,
 }
@@ -227,7 +263,7 @@ pub enum ProcessError {
 }
 
 impl Process {
-    fn new(id: String) -> Self {
+    fn new(id: String, counted: [Token; 2]) -> Self {
         Self {
             id_json: serde_json::Value::String(id.clone()).to_string(),
             id,
@@ -238,6 +274,7 @@ impl Process {
             write_ids: Mutex::new(WriteIds::default()),
             terminating: std::sync::atomic::AtomicBool::new(false),
             commands: Mutex::new(None),
+            counted: Mutex::new(Some(counted)),
             gone: watch::Sender::new(false),
         }
     }
@@ -260,6 +297,7 @@ impl Process {
     fn set_gone(&self) {
         self.gone.send_replace(true);
         *lock(&self.commands) = None;
+        *lock(&self.counted) = None;
     }
 
     /// SIGKILLs whatever the process left running.
@@ -459,10 +497,30 @@ mod tests {
 
     #[test]
     fn ids_are_unique_until_removed() {
-        let table = ProcessTable::default();
+        let table = ProcessTable::new(Counter::new(8), Counter::new(8));
         let first = table.reserve("p").unwrap();
-        assert_eq!(table.reserve("p").unwrap_err(), AlreadyExists("p".into()));
+        assert_eq!(
+            table.reserve("p").unwrap_err(),
+            ReserveError::AlreadyExists("p".into())
+        );
         table.remove(&first);
         assert!(table.reserve("p").is_ok());
+    }
+
+    #[test]
+    fn live_processes_are_capped_per_session_and_per_host() {
+        let host = Counter::new(3);
+        let (a, b) = (
+            ProcessTable::new(Counter::new(2), Arc::clone(&host)),
+            ProcessTable::new(Counter::new(2), Arc::clone(&host)),
+        );
+        let a1 = a.reserve("1").unwrap();
+        let _a2 = a.reserve("2").unwrap();
+        assert_eq!(a.reserve("3").unwrap_err(), ReserveError::SessionLimit(2));
+        let _b1 = b.reserve("1").unwrap();
+        assert_eq!(b.reserve("2").unwrap_err(), ReserveError::HostLimit(3));
+        // A start that failed gives its places back.
+        a.remove(&a1);
+        assert!(b.reserve("2").is_ok());
     }
 }

@@ -374,6 +374,7 @@ impl Runtime {
         };
         instance.store.data_mut().call = Some(call);
         instance.store.data_mut().clock.start();
+        instance.store.data_mut().log.reset();
         instance.store.set_epoch_deadline(1);
         let outcome = instance
             .bindings
@@ -381,6 +382,11 @@ impl Runtime {
             .call_handle(&mut instance.store, method, params)
             .await;
         instance.store.data_mut().call = None;
+        instance
+            .store
+            .data()
+            .log
+            .report(&plugin.name, plugin.limits.log_bytes);
         match outcome {
             Ok(Ok(json)) => {
                 pool.put(plugin, instance);

@@ -2,6 +2,7 @@
 
 pub mod dispatch;
 pub mod handlers;
+pub mod limits;
 pub mod processor;
 pub mod reload;
 pub mod router;
@@ -16,9 +17,11 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
+use self::limits::Counter;
 use self::session::SessionRegistry;
 use crate::cli::Settings;
 use crate::environment::EnvironmentFacts;
+use crate::transport::budget::InboundBudget;
 use serde_json::value::RawValue;
 
 use crate::protocol;
@@ -36,6 +39,10 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 pub struct ServerState {
     /// All sessions.
     pub sessions: Arc<SessionRegistry>,
+    /// The bytes of inbound messages held, across connections.
+    pub inbound: Arc<InboundBudget>,
+    /// WebSocket connections served.
+    connections: Arc<Counter>,
     /// The plugins and their runtime.
     pub runtime: Runtime,
     /// `environmentInfo` as the `env` plugin reports it, embedded in the `initialize` result
@@ -51,8 +58,11 @@ impl ServerState {
         let environment = Arc::new(EnvironmentFacts::gather());
         let runtime = Runtime::load(settings.plugins, environment).await?;
         let environment_info = Self::query_environment_info(&runtime).await?;
+        let limits = settings.limits;
         let server = Arc::new(Self {
-            sessions: SessionRegistry::new(settings.detach_ttl),
+            sessions: SessionRegistry::new(settings.detach_ttl, limits),
+            inbound: InboundBudget::new(limits.inbound_bytes),
+            connections: Counter::new(limits.max_connections),
             runtime,
             environment_info: std::sync::RwLock::new(environment_info),
         });
@@ -108,7 +118,7 @@ pub async fn serve_stdio(
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let room = stdio::PipeRoom::new(&stdout);
-    let (connection, writer) = stdio::connect(stdin, stdout, room);
+    let (connection, writer) = stdio::connect(stdin, stdout, room, server.inbound.connection());
     let outbound = connection.outbound.clone();
     // The processor reads stdin itself on a thread of its own, so a request reaches its handler
     // without a switch between threads. At shutdown a read parked on stdin is left behind.
@@ -205,6 +215,7 @@ fn announce(line: &str) {
 }
 
 async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Option<Arc<str>>) {
+    let handshakes = Counter::new(limits::MAX_PENDING_HANDSHAKES);
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -219,10 +230,20 @@ async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Opt
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "cannot set TCP_NODELAY: {err}");
         }
+        let Some(handshake) = handshakes.take() else {
+            tracing::warn!(%peer, "closing a new socket: {} are still sending their request head", handshakes.limit());
+            continue;
+        };
         let server = Arc::clone(&server);
         let token = token.clone();
         tokio::spawn(async move {
-            if let Some(connection) = websocket::accept(stream, peer, token.as_deref()).await {
+            let budget = server.inbound.connection();
+            let accepted =
+                websocket::accept(stream, peer, token.as_deref(), &server.connections, budget)
+                    .await;
+            drop(handshake);
+            if let Some((connection, _slot)) = accepted {
+                // The slot is held for as long as the connection is served.
                 processor::serve(connection, server).await;
             }
         });

@@ -2,6 +2,7 @@
 //! (raw bytes, one JSON-RPC message each) and one ordered, bounded outbound queue. Transports
 //! know nothing about methods or sessions.
 
+pub mod budget;
 pub mod stdio;
 pub mod websocket;
 
@@ -33,10 +34,30 @@ pub struct Connection {
     pub detachable: bool,
 }
 
+/// One inbound message, as the transport read it.
+#[derive(Debug)]
+pub enum Received {
+    /// Admitted: its bytes, and its share of the inbound budget (held until it is answered).
+    Message(Vec<u8>, budget::Held),
+    /// Refused by the inbound budget: the id it carried (if one could be read) and why. Its
+    /// bytes are gone already.
+    Refused(Option<crate::rpc::RequestId>, String),
+}
+
+impl Received {
+    /// Admits `bytes` against `budget`, or refuses them, keeping only their id.
+    pub fn admit(bytes: Vec<u8>, budget: &budget::ConnectionBudget) -> Self {
+        match budget.admit(bytes.len()) {
+            Ok(held) => Self::Message(bytes, held),
+            Err(reason) => Self::Refused(crate::rpc::parse::peek_id(&bytes), reason),
+        }
+    }
+}
+
 /// Where a connection's messages come from.
 pub enum Inbound {
     /// Read by a transport task and queued.
-    Queue(mpsc::Receiver<Vec<u8>>),
+    Queue(mpsc::Receiver<Received>),
     /// Read on demand, blocking, by whoever asks: stdio, when the processor runs on a thread of
     /// its own (one switch between threads fewer per request).
     Lines(stdio::LineReader),
@@ -45,10 +66,10 @@ pub enum Inbound {
 impl Inbound {
     /// The next message; `None` at the end. With [`Inbound::Lines`] this blocks the calling
     /// thread, which must not be a runtime worker.
-    pub async fn recv(&mut self) -> Option<Vec<u8>> {
+    pub async fn recv(&mut self) -> Option<Received> {
         match self {
             Inbound::Queue(queue) => queue.recv().await,
-            Inbound::Lines(lines) => lines.next_line(),
+            Inbound::Lines(lines) => lines.next_message(),
         }
     }
 

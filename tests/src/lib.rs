@@ -132,6 +132,23 @@ impl Server {
         self.stderr.lock().expect("stderr buffer").clone()
     }
 
+    /// What wexec has written to stderr once it holds `text` (stderr is read as it comes);
+    /// panics after [`TIMEOUT`].
+    pub async fn stderr_containing(&self, text: &str) -> String {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let log = self.stderr();
+            if log.contains(text) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "stderr never showed {text:?}:\n{log}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits for wexec to exit.
     pub async fn wait(&mut self) -> ExitStatus {
         tokio::time::timeout(TIMEOUT, self.child.wait())

@@ -77,6 +77,17 @@ pub fn parse_message(bytes: &[u8]) -> Result<Incoming, Malformed> {
     classify(value)
 }
 
+/// The `id` of a message that is not otherwise parsed (one refused for its size), if it has
+/// one that fits the shapes of PROTOCOL §4.1. Skips everything else without building it.
+pub fn peek_id(bytes: &[u8]) -> Option<RequestId> {
+    #[derive(serde::Deserialize)]
+    struct Peek {
+        #[serde(default)]
+        id: Option<RequestId>,
+    }
+    serde_json::from_slice::<Peek>(bytes).ok()?.id
+}
+
 /// Parses JSON text, refusing duplicate keys and documents of more than [`MAX_JSON_VALUES`]
 /// values.
 pub fn parse_strict(text: &str) -> Result<Value, Malformed> {

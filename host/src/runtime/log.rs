@@ -1,15 +1,67 @@
-//! The `log` interface: plugin diagnostics into wexec's log, tagged with the plugin's name.
+//! The `log` interface: plugin diagnostics into wexec's log, tagged with the plugin's name,
+//! each message on one line, and at most the plugin's log limit per call (docs/plugins.md,
+//! "Calls, limits and failures"): later lines are dropped, and how many is logged once the call
+//! ends.
 
 use super::bindings::wexec::plugin::log::{Host, Level};
 use super::state::HostState;
 
-/// Longest message logged; the rest is cut so a plugin cannot flood the log with one call.
+/// Longest message logged; the rest is cut so a plugin cannot flood the log with one line.
 const MAX_MESSAGE_CHARS: usize = 4_096;
+
+/// What a call has logged so far.
+#[derive(Debug, Default)]
+pub struct LogBudget {
+    used: usize,
+    dropped_lines: u64,
+    dropped_bytes: usize,
+}
+
+impl LogBudget {
+    /// A call begins.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
+    /// A call ended: says how much it could not log.
+    pub fn report(&self, plugin: &str, limit: usize) {
+        if self.dropped_lines > 0 {
+            tracing::warn!(
+                plugin,
+                "{} log lines ({} bytes) dropped: a call may log {limit} bytes (--plugin-log-limit-kib)",
+                self.dropped_lines,
+                self.dropped_bytes
+            );
+        }
+    }
+}
+
+/// `message` on one line: control characters (a newline could forge a log line of its own)
+/// shown escaped, and cut at [`MAX_MESSAGE_CHARS`].
+fn one_line(message: &str) -> String {
+    let mut line = String::with_capacity(message.len().min(MAX_MESSAGE_CHARS));
+    for c in message.chars().take(MAX_MESSAGE_CHARS) {
+        if c.is_control() {
+            line.extend(c.escape_default());
+        } else {
+            line.push(c);
+        }
+    }
+    line
+}
 
 impl Host for HostState {
     async fn log(&mut self, level: Level, message: String) {
+        let limit = self.plugin.limits.log_bytes;
+        let budget = &mut self.log;
+        if budget.used + message.len() > limit {
+            budget.dropped_lines += 1;
+            budget.dropped_bytes += message.len();
+            return;
+        }
+        budget.used += message.len();
         let plugin = self.plugin.name.as_str();
-        let message: String = message.chars().take(MAX_MESSAGE_CHARS).collect();
+        let message = one_line(&message);
         match level {
             Level::Trace => tracing::trace!(plugin, "{message}"),
             Level::Debug => tracing::debug!(plugin, "{message}"),
@@ -21,3 +73,20 @@ impl Host for HostState {
 }
 
 impl super::bindings::wexec::plugin::types::Host for HostState {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_stays_on_one_line() {
+        assert_eq!(
+            one_line("first\n2026-12-01T00:00:00Z ERROR forged\r\tend"),
+            "first\\n2026-12-01T00:00:00Z ERROR forged\\r\\tend"
+        );
+        assert_eq!(
+            one_line(&"é".repeat(5_000)).chars().count(),
+            MAX_MESSAGE_CHARS
+        );
+    }
+}

@@ -40,6 +40,8 @@ pub struct HostState {
     pub call: Option<CallContext>,
     /// Bytes of file `contents` the guest holds (outside its memory, so counted here).
     pub contents_held: u64,
+    /// What the current call has logged.
+    pub log: super::log::LogBudget,
 }
 
 impl HostState {
@@ -61,6 +63,7 @@ impl HostState {
             shared,
             call: None,
             contents_held: 0,
+            log: super::log::LogBudget::default(),
         }
     }
 

@@ -16,11 +16,12 @@ use crate::protocol::{
 };
 use crate::rpc::parse::{Incoming, Request, parse_message};
 use crate::rpc::{
-    RequestId, RpcError, RpcResult, decode_params, encode_reply, invalid_params, invalid_request,
-    method_not_found, to_result,
+    RequestId, RpcError, RpcResult, decode_params, encode_reply, internal_error, invalid_params,
+    invalid_request, method_not_found, to_result,
 };
 use crate::runtime::{ConnectionHandles, Reply};
-use crate::transport::{Connection, Outbound};
+use crate::transport::budget::Held;
+use crate::transport::{Connection, Outbound, Received};
 
 /// What a handler may use: the server, the session, and its own connection.
 #[derive(Clone)]
@@ -134,7 +135,14 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         };
         let Some(message) = message else { break };
         processor.inline = one_cpu || inbound.is_empty();
-        if let Flow::Close = processor.handle(&message).await {
+        let flow = match message {
+            Received::Message(bytes, held) => processor.handle(&bytes, held).await,
+            Received::Refused(id, reason) => {
+                let id = id.unwrap_or(RequestId::Integer(-1));
+                processor.reply(&id, Err(internal_error(reason))).await
+            }
+        };
+        if let Flow::Close = flow {
             break;
         }
     }
@@ -168,7 +176,9 @@ fn one_cpu() -> bool {
 }
 
 impl Processor {
-    async fn handle(&mut self, bytes: &[u8]) -> Flow {
+    /// Handles one message; `held`, its share of the inbound budget, is kept until its request
+    /// has been answered.
+    async fn handle(&mut self, bytes: &[u8], held: Held) -> Flow {
         let message = match parse_message(bytes) {
             Ok(message) => message,
             Err(malformed) => {
@@ -180,7 +190,7 @@ impl Processor {
             }
         };
         match message {
-            Incoming::Request(request) => self.request(request).await,
+            Incoming::Request(request) => self.request(request, held).await,
             Incoming::Notification { method, .. } if method == INITIALIZED => self.initialized(),
             Incoming::Notification { method, .. } => {
                 tracing::warn!(
@@ -213,7 +223,7 @@ impl Processor {
         }
     }
 
-    async fn request(&mut self, request: Request) -> Flow {
+    async fn request(&mut self, request: Request, held: Held) -> Flow {
         let Request {
             id,
             method,
@@ -266,6 +276,7 @@ impl Processor {
         let job = async move {
             // Held until the call (and so the stream) ends.
             let _stream = stream;
+            let _held = held;
             let outcome = (route.handler)(ctx, params).await;
             // Unless a plugin already answered early.
             reply.send(&outcome).await;

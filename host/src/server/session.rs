@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::limits::{Counter, ServerLimits};
 use crate::process::ProcessTable;
 use crate::rpc::{RpcError, invalid_request, session_already_attached};
 use crate::runtime::InstancePool;
@@ -33,6 +34,10 @@ impl ConnectionId {
 pub struct SessionRegistry {
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     detach_ttl: Duration,
+    /// Live processes per session.
+    session_processes: usize,
+    /// Live processes across sessions.
+    host_processes: Arc<Counter>,
 }
 
 /// One session: what survives a dropped connection.
@@ -76,10 +81,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl SessionRegistry {
     /// An empty registry whose detached sessions live for `detach_ttl`.
-    pub fn new(detach_ttl: Duration) -> Arc<Self> {
+    pub fn new(detach_ttl: Duration, limits: ServerLimits) -> Arc<Self> {
         Arc::new(Self {
             sessions: Mutex::new(HashMap::new()),
             detach_ttl,
+            session_processes: limits.session_processes,
+            host_processes: Counter::new(limits.max_processes),
         })
     }
 
@@ -92,7 +99,10 @@ impl SessionRegistry {
         initialize_result: impl FnOnce(&str) -> Result<Box<RawValue>, RpcError>,
     ) -> Result<SessionHandle, RpcError> {
         let id = uuid::Uuid::new_v4().to_string();
-        let processes = Arc::new(ProcessTable::default());
+        let processes = Arc::new(ProcessTable::new(
+            Counter::new(self.session_processes),
+            Arc::clone(&self.host_processes),
+        ));
         processes.sink().set(Some(sink));
         let session = Arc::new(Session {
             initialize_result: initialize_result(&id)?,
@@ -285,7 +295,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn resume_lifecycle() {
-        let registry = SessionRegistry::new(Duration::from_secs(30));
+        let registry = SessionRegistry::new(Duration::from_secs(30), ServerLimits::default());
         let (a, b, c) = (
             ConnectionId::next(),
             ConnectionId::next(),
@@ -327,7 +337,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_resume_within_the_ttl_survives_the_expiry_timer() {
-        let registry = SessionRegistry::new(Duration::from_secs(30));
+        let registry = SessionRegistry::new(Duration::from_secs(30), ServerLimits::default());
         let first = registry.open(ConnectionId::next(), sink(), result).unwrap();
         let id = first.session().id().to_owned();
         first.detach();
@@ -340,7 +350,7 @@ mod tests {
 
     #[tokio::test]
     async fn closing_removes_the_session_at_once() {
-        let registry = SessionRegistry::new(Duration::from_secs(30));
+        let registry = SessionRegistry::new(Duration::from_secs(30), ServerLimits::default());
         let handle = registry.open(ConnectionId::next(), sink(), result).unwrap();
         let id = handle.session().id().to_owned();
         handle.close().await;

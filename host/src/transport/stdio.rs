@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Connection, DirectSink, Inbound, Outbound, OutboundMessage};
+use super::budget::ConnectionBudget;
+use super::{Connection, DirectSink, Inbound, Outbound, OutboundMessage, Received};
 use crate::rpc::MAX_MESSAGE_BYTES;
 
 mod room;
@@ -32,7 +33,12 @@ const IO_BUFFER_BYTES: usize = 256 * 1024;
 /// `processor::serve` on a thread of its own (not a runtime worker), so a request travels from
 /// stdin to its handler without a switch between threads. The returned task ends once every
 /// [`Outbound`] is dropped and the output is flushed.
-pub fn connect<R, W>(reader: R, writer: W, room: Option<PipeRoom>) -> (Connection, JoinHandle<()>)
+pub fn connect<R, W>(
+    reader: R,
+    writer: W,
+    room: Option<PipeRoom>,
+    budget: ConnectionBudget,
+) -> (Connection, JoinHandle<()>)
 where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
@@ -47,7 +53,7 @@ where
         more_input: AtomicBool::new(false),
         broken: AtomicBool::new(false),
     });
-    let inbound = Inbound::Lines(LineReader::new(reader, Arc::clone(&output)));
+    let inbound = Inbound::Lines(LineReader::new(reader, Arc::clone(&output), budget));
     let outbound = outbound.with_direct(Arc::clone(&output) as Arc<dyn DirectSink>);
     let writer = tokio::task::spawn_blocking(move || write_lines(&output, outbound_rx));
     let connection = Connection {
@@ -144,16 +150,28 @@ pub struct LineReader {
     waiting: Arc<AtomicBool>,
     /// Told whether more input is already read, and flushed before waiting for more.
     output: Arc<SharedOutput>,
+    budget: ConnectionBudget,
 }
 
 impl LineReader {
-    fn new<R: Read + Send + 'static>(reader: R, output: Arc<SharedOutput>) -> Self {
+    fn new<R: Read + Send + 'static>(
+        reader: R,
+        output: Arc<SharedOutput>,
+        budget: ConnectionBudget,
+    ) -> Self {
         Self {
             reader: BufReader::with_capacity(IO_BUFFER_BYTES, Box::new(reader)),
             ended: false,
             waiting: Arc::default(),
             output,
+            budget,
         }
+    }
+
+    /// The next message, admitted against the inbound budget (see [`LineReader::next_line`]).
+    pub fn next_message(&mut self) -> Option<Received> {
+        let line = self.next_line()?;
+        Some(Received::admit(line, &self.budget))
     }
 
     /// True while the reader is parked waiting for input.
@@ -254,11 +272,18 @@ mod tests {
     use std::io::Cursor;
     use std::sync::{Arc, Mutex};
 
+    fn budget() -> ConnectionBudget {
+        super::super::budget::InboundBudget::new(usize::MAX >> 4).connection()
+    }
+
     async fn lines_of(input: Vec<u8>) -> Vec<Vec<u8>> {
-        let (mut connection, _writer) = connect(Cursor::new(input), std::io::sink(), None);
+        let (mut connection, _writer) =
+            connect(Cursor::new(input), std::io::sink(), None, budget());
         let mut lines = Vec::new();
-        while let Some(line) = connection.inbound.recv().await {
-            lines.push(line);
+        while let Some(received) = connection.inbound.recv().await {
+            if let Received::Message(line, _) = received {
+                lines.push(line);
+            }
         }
         lines
     }
@@ -305,7 +330,7 @@ mod tests {
     #[tokio::test]
     async fn writes_one_message_per_line() {
         let output = Shared::default();
-        let (connection, writer) = connect(Cursor::new(Vec::new()), output.clone(), None);
+        let (connection, writer) = connect(Cursor::new(Vec::new()), output.clone(), None, budget());
         connection.outbound.send("{\"a\":1}".into()).await.unwrap();
         connection.outbound.send("{}".into()).await.unwrap();
         drop(connection);

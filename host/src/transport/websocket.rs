@@ -18,8 +18,11 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use self::http::{Decision, MAX_HEAD_BYTES, Status};
-use super::{Connection, INBOUND_QUEUE_MESSAGES, Inbound, Outbound, OutboundMessage};
+use super::budget::ConnectionBudget;
+use super::{Connection, INBOUND_QUEUE_MESSAGES, Inbound, Outbound, OutboundMessage, Received};
 use crate::rpc::MAX_MESSAGE_BYTES;
+use crate::server::limits::{Counter, Token};
+use std::sync::Arc;
 
 /// Interval between keep-alive pings. No pong deadline: a dead peer is noticed by TCP.
 pub const PING_INTERVAL: Duration = Duration::from_secs(30);
@@ -35,13 +38,16 @@ const LINGER_IDLE: Duration = Duration::from_secs(2);
 /// ...but never for longer than this in all.
 const LINGER_MAX: Duration = Duration::from_secs(10);
 
-/// Runs the HTTP front door on an accepted socket. Returns the connection if the socket was
-/// upgraded; every other request is answered and closed here.
+/// Runs the HTTP front door on an accepted socket. Returns the connection, with its slot in
+/// `connections`, if the socket was upgraded; every other request is answered and closed here.
+/// Without a free slot (wexec serves `--max-connections` already), an upgrade gets 503.
 pub async fn accept(
     mut stream: TcpStream,
     peer: SocketAddr,
     token: Option<&str>,
-) -> Option<Connection> {
+    connections: &Arc<Counter>,
+    budget: ConnectionBudget,
+) -> Option<(Connection, Token)> {
     let (head, leftover) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
         Ok(Ok(parsed)) => parsed,
         Ok(Err(status)) => {
@@ -53,8 +59,15 @@ pub async fn accept(
             return None;
         }
     };
-    let accept_key = match http::decide(&head, token) {
-        Decision::Upgrade { accept_key } => accept_key,
+    let (accept_key, slot) = match http::decide(&head, token) {
+        Decision::Upgrade { accept_key } => match connections.take() {
+            Some(slot) => (accept_key, slot),
+            None => {
+                tracing::warn!(%peer, "refusing a websocket upgrade: wexec serves --max-connections {} already", connections.limit());
+                respond(&mut stream, Status::Unavailable).await;
+                return None;
+            }
+        },
         Decision::Respond(status) => {
             tracing::debug!(%peer, method = head.method, path = head.path, ?status, "plain HTTP answer");
             respond(&mut stream, status).await;
@@ -74,7 +87,7 @@ pub async fn accept(
     let socket =
         WebSocketStream::from_partially_read(stream, leftover, Role::Server, Some(config)).await;
     tracing::info!(%peer, "websocket connection opened");
-    Some(serve_socket(socket, peer))
+    Some((serve_socket(socket, peer, budget), slot))
 }
 
 async fn read_head(stream: &mut TcpStream) -> Result<(http::RequestHead, Vec<u8>), Status> {
@@ -105,12 +118,16 @@ async fn respond(stream: &mut TcpStream, status: Status) {
     let _ = stream.shutdown().await;
 }
 
-fn serve_socket(socket: WebSocketStream<TcpStream>, peer: SocketAddr) -> Connection {
+fn serve_socket(
+    socket: WebSocketStream<TcpStream>,
+    peer: SocketAddr,
+    budget: ConnectionBudget,
+) -> Connection {
     let (sink, stream) = socket.split();
     let (inbound_tx, inbound) = mpsc::channel(INBOUND_QUEUE_MESSAGES);
     let (outbound, outbound_rx) = Outbound::channel();
     let (close_tx, close_rx) = oneshot::channel();
-    tokio::spawn(read_messages(stream, inbound_tx, close_tx, peer));
+    tokio::spawn(read_messages(stream, inbound_tx, close_tx, peer, budget));
     tokio::spawn(write_messages(sink, outbound_rx, close_rx, peer));
     Connection {
         peer: format!("wexec websocket {peer}"),
@@ -129,9 +146,10 @@ type Refusal = (CloseFrame, Stream);
 
 async fn read_messages(
     mut stream: Stream,
-    inbound: mpsc::Sender<Vec<u8>>,
+    inbound: mpsc::Sender<Received>,
     close: oneshot::Sender<Refusal>,
     peer: SocketAddr,
+    budget: ConnectionBudget,
 ) {
     while let Some(message) = stream.next().await {
         let bytes = match message {
@@ -154,7 +172,8 @@ async fn read_messages(
                 break;
             }
         };
-        if inbound.send(bytes).await.is_err() {
+        // Admitted (or refused, keeping only its id) before it waits in the queue.
+        if inbound.send(Received::admit(bytes, &budget)).await.is_err() {
             break;
         }
     }

@@ -148,7 +148,15 @@ async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_we
         client.call("fs/readFile", note.clone()).await["dataBase64"],
         "bm90ZQ=="
     );
-    let log = server.stderr();
+    // Logged at startup, before the handshake answered (stderr is read as it comes).
+    let mut log = server.stderr_containing("does not match its digest").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while log.matches("does not match its digest").count() < found.len()
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        log = server.stderr();
+    }
     assert_eq!(
         log.matches("does not match its digest").count(),
         found.len(),

@@ -12,9 +12,11 @@ mod cache;
 mod descendants;
 mod forgery;
 mod handles;
+mod limits;
 mod paths;
 mod redirects;
 mod special_files;
+mod token;
 
 use wexec_tests::{Client, HOSTILE_WASM, Server, TempDir, spawn_stdio};
 

@@ -99,12 +99,14 @@ fn start(
         .stderr(Stdio::from(stderr));
     let helper = rustix::process::getpid();
     let tty = launch.tty;
+    let descriptors = crate::startup::starting_descriptor_limit();
     #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to run setsid/TIOCSCTTY/PDEATHSIG in the child"
     )]
     // SAFETY: the closure runs between fork and exec and only makes raw system calls through
-    // rustix (setsid, ioctl, prctl, getppid): async-signal-safe, no allocation, no locks.
+    // rustix (setsid, ioctl, prctl, setrlimit, getppid): async-signal-safe, no allocation (the
+    // limit is a plain value), no locks.
     unsafe {
         command.pre_exec(move || {
             rustix::process::setsid()?;
@@ -113,6 +115,9 @@ fn start(
                 rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
             }
             rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+            if let Some(limit) = descriptors {
+                rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
+            }
             // The helper may have died before the death signal was armed.
             if rustix::process::getppid() != Some(helper) {
                 return Err(std::io::Error::from(rustix::io::Errno::SRCH));

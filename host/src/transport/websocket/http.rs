@@ -49,6 +49,8 @@ pub enum Status {
     MethodNotAllowed,
     /// The head is too large.
     HeadersTooLarge,
+    /// An upgrade while wexec serves `--max-connections` connections already.
+    Unavailable,
 }
 
 impl Status {
@@ -62,10 +64,12 @@ impl Status {
             Self::NotFound => (404, "Not Found"),
             Self::MethodNotAllowed => (405, "Method Not Allowed"),
             Self::HeadersTooLarge => (431, "Request Header Fields Too Large"),
+            Self::Unavailable => (503, "Service Unavailable"),
         };
         let extra = match self {
             Self::Unauthorized => "WWW-Authenticate: Bearer\r\n",
             Self::MethodNotAllowed => "Allow: GET, HEAD\r\n",
+            Self::Unavailable => "Retry-After: 1\r\n",
             _ => "",
         };
         format!("HTTP/1.1 {code} {reason}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n")

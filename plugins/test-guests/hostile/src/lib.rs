@@ -113,7 +113,8 @@ impl Guest for Hostile {
             "hostile/handle" => handle_op(&params),
             "hostile/fs" => fs_op(&params),
             "hostile/log" => {
-                let line = "x".repeat(number(&params, "bytes") as usize);
+                let line = text(&params, "text")
+                    .unwrap_or_else(|_| "x".repeat(number(&params, "bytes") as usize));
                 for _ in 0..number(&params, "count") {
                     log::log(log::Level::Warn, &line);
                 }

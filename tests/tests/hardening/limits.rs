@@ -1,0 +1,151 @@
+//! Bounded resources: each limit a client or plugin can push against is named, settable and
+//! refused clearly (docs/protocol.md, "Limits"): WebSocket connections, live processes per
+//! session and per host, bytes of inbound messages held at once, a plugin's log per call.
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use wexec_tests::{
+    PROBE_WASM, TempDir, http_raw, rpc_error, spawn_stdio, spawn_websocket, status_of,
+};
+
+use super::spawn_hostile;
+
+fn sleeper(id: &str) -> Value {
+    json!({
+        "processId": id,
+        "argv": ["sleep", "60"],
+        "cwd": "/",
+        "env": {"PATH": "/usr/bin:/bin"},
+        "tty": false,
+    })
+}
+
+#[tokio::test]
+async fn websocket_connections_are_capped_with_503() {
+    let server = spawn_websocket(&["--max-connections", "2"]).await;
+    let mut first = server.connect().await;
+    let _second = server.connect().await;
+    let upgrade = format!(
+        "GET / HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        server.addr()
+    );
+    let refused = http_raw(&server.addr(), &upgrade).await;
+    assert_eq!(status_of(&refused), 503, "{refused}");
+    assert!(refused.contains("Retry-After: 1"), "{refused}");
+    let ready = http_raw(&server.addr(), "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert_eq!(status_of(&ready), 200, "health checks still answer");
+    // A slot frees when a connection ends.
+    first.close().await;
+    let _ = first.expect_closed().await;
+    drop(first);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Ok(mut third) = server.connect_with(None).await {
+            third.handshake().await;
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no slot came free");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn live_processes_are_capped_per_session_and_per_host() {
+    let server = spawn_websocket(&["--session-processes", "2", "--max-processes", "3"]).await;
+    let mut a = server.connect().await;
+    a.handshake().await;
+    a.call("process/start", sleeper("a1")).await;
+    a.call("process/start", sleeper("a2")).await;
+    assert_eq!(
+        a.call_err("process/start", sleeper("a3")).await,
+        rpc_error(-32600, "session process limit of 2 reached")
+    );
+    let mut b = server.connect().await;
+    b.handshake().await;
+    b.call("process/start", sleeper("b1")).await;
+    assert_eq!(
+        b.call_err("process/start", sleeper("b2")).await,
+        rpc_error(-32600, "host process limit of 3 reached")
+    );
+    // A terminated process gives its place back once it is gone.
+    a.call("process/terminate", json!({"processId": "a1"}))
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let reply = b.request("process/start", sleeper("b2")).await;
+        if reply.get("result").is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{reply}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn inbound_bytes_held_at_once_are_capped_and_small_messages_still_pass() {
+    let (_server, mut client) = spawn_stdio(&[
+        "--plugin",
+        PROBE_WASM,
+        "--plugin-time-limit-ms",
+        "2000",
+        "--max-inbound-mib",
+        "64",
+    ]);
+    client.handshake().await;
+    // 40 MiB held for the 2 s the probe spins: the next 40 MiB message does not fit beside it.
+    let pad = "x".repeat(40 * 1024 * 1024);
+    let held = client.send_request("probe/spin", json!({"pad": pad})).await;
+    let refused = client.send_request("probe/echo", json!({"pad": pad})).await;
+    let reply = client.reply_to(&json!(refused)).await;
+    assert_eq!(reply["error"]["code"], -32603, "{reply}");
+    let message = reply["error"]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with("inbound message of 41943")
+            && message.ends_with("its limit is 67108864 (--max-inbound-mib); retry later"),
+        "{message}"
+    );
+    assert_eq!(
+        client.call("environment/status", json!({})).await,
+        json!({"status": "ready"}),
+        "a small message passes while the budget is spent"
+    );
+    let spun = client.reply_to(&json!(held)).await;
+    assert_eq!(
+        spun["error"]["message"],
+        "plugin probe exceeded its time limit of 2000 ms"
+    );
+    // Answered, the first gave its share back.
+    let echoed = client.call("probe/echo", json!({"pad": pad})).await;
+    assert_eq!(echoed["pad"].as_str().map(str::len), Some(pad.len()));
+}
+
+#[tokio::test]
+async fn a_plugins_log_is_capped_per_call_and_kept_on_one_line_per_message() {
+    let dir = TempDir::new();
+    let (server, mut client) = spawn_hostile(&dir, "", &["--plugin-log-limit-kib", "16"]).await;
+    // 20,000 lines of 1 KiB: 20 MB asked for, 16 KiB allowed.
+    client
+        .call("hostile/log", json!({"count": 20_000, "bytes": 1024}))
+        .await;
+    let log = server
+        .stderr_containing("19984 log lines (20463616 bytes) dropped: a call may log 16384 bytes")
+        .await;
+    assert!(log.len() < 256 * 1024, "{} bytes of log", log.len());
+    assert_eq!(
+        log.matches(&"x".repeat(1024)).count(),
+        16,
+        "16 lines fit in 16 KiB"
+    );
+    // The next call logs again, and a line break cannot start a forged log line.
+    let forged = "innocent\n2026-12-01T00:00:00.000000Z ERROR wexec: forged";
+    client
+        .call("hostile/log", json!({"count": 1, "text": forged}))
+        .await;
+    let log = server
+        .stderr_containing(r"innocent\n2026-12-01T00:00:00.000000Z ERROR wexec: forged")
+        .await;
+    assert!(
+        !log.lines()
+            .any(|line| line.starts_with("2026-12-01T00:00:00.000000Z"))
+    );
+}
