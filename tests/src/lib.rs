@@ -620,6 +620,20 @@ pub fn resident_bytes(pid: u32) -> u64 {
         .expect("VmRSS line")
 }
 
+/// Reads an HTTP request head, byte by byte (nothing of the body is consumed); `None` if the
+/// peer closes first.
+pub async fn read_http_head(stream: &mut TcpStream) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}
+
 /// An HTTP/1.1 server on 127.0.0.1 for tests: reads each request head and hands its request
 /// line and the socket to `handle`. Returns the `host:port` and a count of connections.
 pub async fn http_server<F, Fut>(handle: F) -> (String, Arc<std::sync::atomic::AtomicUsize>)
@@ -639,19 +653,10 @@ where
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let handle = Arc::clone(&handle);
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let line = String::from_utf8_lossy(&head)
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
+                let Some(head) = read_http_head(&mut stream).await else {
+                    return;
+                };
+                let line = head.lines().next().unwrap_or_default().to_owned();
                 handle(line, stream).await;
             });
         }

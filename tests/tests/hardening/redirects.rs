@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use wexec_tests::{Client, TempDir, spawn_stdio};
+use wexec_tests::{Client, TempDir, read_http_head, spawn_stdio};
 
 const CREDENTIALS: [(&str, &str); 3] = [
     ("Authorization", "Bearer secret-token"),
@@ -16,9 +16,8 @@ const CREDENTIALS: [(&str, &str); 3] = [
     ("Proxy-Authorization", "Basic c2VjcmV0"),
 ];
 
-/// A plain HTTP server that records every request head and answers `/final` with 200 and
-/// anything else with a redirect to `/final` on itself (a same-origin hop).
-async fn recorder() -> (u16, Arc<Mutex<Vec<String>>>) {
+/// A plain HTTP server that records every request head and answers it with `respond(head)`.
+async fn server(respond: fn(&str) -> String) -> (u16, Arc<Mutex<Vec<String>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let heads = Arc::new(Mutex::new(Vec::new()));
@@ -27,20 +26,10 @@ async fn recorder() -> (u16, Arc<Mutex<Vec<String>>>) {
         while let Ok((mut stream, _)) = listener.accept().await {
             let recorded = Arc::clone(&recorded);
             tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let response = if head.starts_with("GET /final") {
-                    "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned()
-                } else {
-                    "HTTP/1.1 302 Found\r\nLocation: /final\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned()
+                let Some(head) = read_http_head(&mut stream).await else {
+                    return;
                 };
+                let response = respond(&head);
                 recorded.lock().expect("heads").push(head);
                 let _ = stream.write_all(response.as_bytes()).await;
             });
@@ -49,35 +38,36 @@ async fn recorder() -> (u16, Arc<Mutex<Vec<String>>>) {
     (port, heads)
 }
 
-/// A plain HTTP server that redirects every request to `?to=`'s value.
-async fn redirector() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).into_owned();
-                let to = head
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|target| target.split_once("?to="))
-                    .map(|(_, to)| to.to_owned())
-                    .unwrap_or_default();
-                let response = format!(
-                    "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                );
-                let _ = stream.write_all(response.as_bytes()).await;
-            });
+fn redirect_to(location: &str) -> String {
+    format!(
+        "HTTP/1.1 302 Found\r\nLocation: {location}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+}
+
+/// Answers `/final` with 200 and anything else with a redirect to `/final` on itself (a
+/// same-origin hop).
+async fn recorder() -> (u16, Arc<Mutex<Vec<String>>>) {
+    server(|head| {
+        if head.starts_with("GET /final") {
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_owned()
+        } else {
+            redirect_to("/final")
         }
-    });
+    })
+    .await
+}
+
+/// Redirects every request to its `?to=` value.
+async fn redirector() -> u16 {
+    let (port, _) = server(|head| {
+        let to = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|target| target.split_once("?to="))
+            .map_or("", |(_, to)| to);
+        redirect_to(to)
+    })
+    .await;
     port
 }
 
