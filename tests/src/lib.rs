@@ -89,7 +89,20 @@ pub fn client_command(args: &[&str]) -> wexec::client::StdioCommand {
 
 /// A `Command` for wexec with `args`, in `cwd`, logging at debug level to stderr.
 pub fn command(args: &[&str]) -> Command {
-    let mut command = Command::new(wexec_bin());
+    command_under(&[], args)
+}
+
+/// Like [`command`], but wexec is started by `launcher` (a program and its arguments, which
+/// must end by running its remaining arguments, e.g. `sh -c '...; exec "$0" "$@"'`).
+pub fn command_under(launcher: &[&str], args: &[&str]) -> Command {
+    let mut command = match launcher.split_first() {
+        Some((program, launcher_args)) => {
+            let mut command = Command::new(program);
+            command.args(launcher_args).arg(wexec_bin());
+            command
+        }
+        None => Command::new(wexec_bin()),
+    };
     let cache = plugin_cache();
     command
         .args(args)

@@ -11,7 +11,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use wexec_tests::{Client, Received, rpc_error, spawn_stdio, spawn_websocket};
+use wexec_tests::{
+    Client, Received, command_under, rpc_error, spawn_stdio, spawn_stdio_with, spawn_websocket,
+};
 
 fn start_params(id: &str, argv: &[&str]) -> Value {
     json!({
@@ -424,6 +426,68 @@ async fn terminate_and_interrupt_semantics() {
             .await,
         json!({})
     );
+}
+
+/// A process starts with every signal at its default disposition, whatever wexec inherited:
+/// started from `nohup` or a shell's `&`, wexec has SIGHUP, SIGINT or SIGQUIT ignored, which
+/// `exec` keeps and a non-interactive shell cannot `trap`, so `process/signal` would be lost.
+#[tokio::test]
+async fn signals_ignored_by_wexec_are_default_in_its_processes() {
+    let (_server, mut client) = spawn_stdio_with(command_under(
+        &["sh", "-c", r#"trap '' HUP INT QUIT; exec "$0" "$@""#],
+        &[],
+    ));
+    client.handshake().await;
+    start(
+        &mut client,
+        "ign",
+        &["sh", "-c", "grep '^SigIgn:' /proc/self/status"],
+    )
+    .await;
+    let events = events_until_closed(&mut client, "ign").await;
+    let output: Vec<u8> = events
+        .iter()
+        .filter(|e| e["method"] == "process/output")
+        .flat_map(|e| decode(&e["params"]["chunk"]))
+        .collect();
+    let text = String::from_utf8_lossy(&output);
+    let ignored = text
+        .trim()
+        .strip_prefix("SigIgn:")
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .expect("a SigIgn line");
+    // Signals 1..=31; glibc's own spawn leaves its internal 32 and 33 ignored, which no
+    // program can change (its sigaction refuses them).
+    assert_eq!(ignored & 0x7fff_ffff, 0, "{text}");
+
+    start(
+        &mut client,
+        "trap",
+        &[
+            "sh",
+            "-c",
+            "trap 'exit 7' INT; echo ready; while true; do sleep 0.05; done",
+        ],
+    )
+    .await;
+    loop {
+        let message = client.next_notification().await;
+        if message["method"] == "process/output" && message["params"]["processId"] == "trap" {
+            break;
+        }
+    }
+    client
+        .call(
+            "process/signal",
+            json!({"processId": "trap", "signal": "interrupt"}),
+        )
+        .await;
+    let events = events_until_closed(&mut client, "trap").await;
+    let exited = events
+        .iter()
+        .find(|e| e["method"] == "process/exited")
+        .expect("exited event");
+    assert_eq!(exited["params"]["exitCode"], 7);
 }
 
 /// Whether a process with this pid exists (zombies included).

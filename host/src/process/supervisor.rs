@@ -123,7 +123,7 @@ impl Reports {
 /// OS's, as the start failed in the helper (e.g. `No such file or directory (os error 2)`).
 pub async fn launch(launch: &Launch, stdio: [OwnedFd; 3]) -> std::io::Result<Supervised> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    send_to_zygote(theirs.as_fd(), &stdio)?;
+    send_to_zygote(theirs.as_fd(), &stdio).await?;
     drop(theirs);
     drop(stdio);
     ours.set_nonblocking(true)?;
@@ -148,15 +148,18 @@ pub async fn launch(launch: &Launch, stdio: [OwnedFd; 3]) -> std::io::Result<Sup
     }
 }
 
-/// Hands a helper's control end and the program's stdio to the zygote.
-fn send_to_zygote(
+/// How long a start waits before it offers its request to a zygote whose queue was full.
+const ZYGOTE_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Hands a helper's control end and the program's stdio to the zygote. The send never blocks
+/// a thread: while the zygote's queue is full (it forks one helper at a time), the start waits
+/// and tries again.
+async fn send_to_zygote(
     control: std::os::fd::BorrowedFd<'_>,
     stdio: &[OwnedFd; 3],
 ) -> std::io::Result<()> {
     let zygote = ZYGOTE.get().ok_or_else(|| {
-        std::io::Error::other(
-            "the process supervisor was not started (see wexec::start_process_supervisor)",
-        )
+        std::io::Error::other("the process supervisor was not started (see wexec::prepare)")
     })?;
     let fds = [
         control,
@@ -164,21 +167,28 @@ fn send_to_zygote(
         stdio[1].as_fd(),
         stdio[2].as_fd(),
     ];
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
-    let mut ancillary = SendAncillaryBuffer::new(&mut space);
-    ancillary.push(SendAncillaryMessage::ScmRights(&fds));
-    let socket = zygote.lock().unwrap_or_else(PoisonError::into_inner);
-    // A datagram to a process that takes them as they come (and does nothing else): a send
-    // waits, if ever, for the zygote's next fork.
     loop {
-        match rustix::net::sendmsg(
-            &*socket,
-            &[IoSlice::new(b"L")],
-            &mut ancillary,
-            SendFlags::NOSIGNAL,
-        ) {
+        let sent = {
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
+            let mut ancillary = SendAncillaryBuffer::new(&mut space);
+            ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+            let socket = zygote.lock().unwrap_or_else(PoisonError::into_inner);
+            rustix::net::sendmsg(
+                &*socket,
+                &[IoSlice::new(b"L")],
+                &mut ancillary,
+                SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+            )
+        };
+        match sent {
+            Ok(_) => return Ok(()),
             Err(rustix::io::Errno::INTR) => {}
-            sent => return sent.map(drop).map_err(std::io::Error::from),
+            Err(rustix::io::Errno::AGAIN) => tokio::time::sleep(ZYGOTE_RETRY).await,
+            Err(err) => {
+                return Err(std::io::Error::other(format!(
+                    "the process supervisor is gone: {err}"
+                )));
+            }
         }
     }
 }

@@ -104,11 +104,12 @@ fn start(
         unsafe_code,
         reason = "pre_exec is the only way to run setsid/TIOCSCTTY/PDEATHSIG in the child"
     )]
-    // SAFETY: the closure runs between fork and exec and only makes raw system calls through
-    // rustix (setsid, ioctl, prctl, setrlimit, getppid): async-signal-safe, no allocation (the
-    // limit is a plain value), no locks.
+    // SAFETY: the closure runs between fork and exec and only makes raw system calls (setsid,
+    // ioctl, prctl, setrlimit, getppid through rustix; sigaction): async-signal-safe, no
+    // allocation (the limit is a plain value), no locks.
     unsafe {
         command.pre_exec(move || {
+            default_signal_dispositions();
             rustix::process::setsid()?;
             if tty {
                 // stdin is the terminal's slave: make it the controlling terminal.
@@ -136,6 +137,28 @@ fn start(
     // Reaped below with waitpid, never through `child`.
     drop(child);
     Ok(pid)
+}
+
+/// Gives every signal its default disposition. A signal wexec was started with ignored (`nohup`
+/// ignores SIGHUP, a shell's `&` SIGINT and SIGQUIT) would otherwise stay ignored through
+/// `exec`, and a non-interactive shell cannot even `trap` it: `process/signal` would be lost.
+/// std already empties the signal mask and restores SIGPIPE. Runs between fork and exec.
+fn default_signal_dispositions() {
+    // Linux numbers signals 1..=64; sigaction refuses the rest, and SIGKILL/SIGSTOP.
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        #[expect(unsafe_code, reason = "sigaction is unsafe in libc")]
+        // SAFETY: SIG_DFL is a disposition, not a handler: no code runs on the signal; the
+        // zeroed struct is a valid `sigaction` (empty mask, no flags); sigaction is
+        // async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(signal, &action, std::ptr::null_mut());
+        }
+    }
 }
 
 /// Reports the exit and relays commands until everything is gone or wexec says (or is) done.
@@ -194,7 +217,11 @@ fn supervise(mut control: UnixStream, child: Pid) {
                 INTERRUPT => Signal::INT,
                 TERMINATE => Signal::TERM,
                 KILL => {
-                    kill_all(alive.then_some(child));
+                    // The program's own exit still counts: reported, it is the program's
+                    // status (137) rather than a helper that vanished.
+                    if let Some(code) = kill_all(alive.then_some(child)) {
+                        let _ = report(&mut control, &Report::Exited { code });
+                    }
                     return;
                 }
                 _ => continue,
@@ -236,19 +263,21 @@ fn exit_code(status: rustix::process::WaitStatus) -> i32 {
 
 /// SIGKILLs the program's group and every descendant, until none is left. Descendants whose
 /// parent dies come to this helper (it is their subreaper), so once it has no child left,
-/// nothing the program forked survives.
-fn kill_all(child: Option<Pid>) {
+/// nothing the program forked survives. Returns the program's exit code if it was reaped here.
+fn kill_all(child: Option<Pid>) -> Option<i32> {
     if let Some(child) = child {
         let _ = rustix::process::kill_process_group(child, Signal::KILL);
     }
     let me = rustix::process::getpid();
+    let mut code = None;
     loop {
         for pid in descendants(me) {
             let _ = rustix::process::kill_process(pid, Signal::KILL);
         }
         match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((pid, status))) if Some(pid) == child => code = Some(exit_code(status)),
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return,
+            Err(_) => return code,
         }
     }
 }
