@@ -4,9 +4,13 @@
 //!
 //! A cached artifact is native code wexec will run, so it is trusted only as far as this
 //! holds (docs/plugins.md, "The compile cache"):
-//! - the directory is private to this user (created 0700, checked), and no plugin can reach
-//!   it: the filesystem capability hides it inside every root ([`Cache::dir`]), and a root
-//!   inside it is refused;
+//! - the directory is private to this user (created 0700; no group or other access, checked
+//!   on the opened directory), and no plugin can reach it: the filesystem capability hides it
+//!   inside every root ([`Cache::dir`]), refuses to change the directories that lead to it,
+//!   and a root inside it is refused;
+//! - it is opened once, at startup, and every artifact is read and written relative to that
+//!   descriptor, never through a symlink: renaming, removing or replacing the path (or any
+//!   directory above it) cannot redirect a read or a write elsewhere;
 //! - every artifact has a SHA-256 digest written beside it when it was compiled; an artifact
 //!   that does not match it (changed, swapped, truncated) is compiled again and rewritten;
 //! - the artifact is read into memory, checked, and deserialized from there, so a file changed
@@ -14,8 +18,12 @@
 
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustix::fs::{Mode, OFlags};
 
 use sha2::{Digest, Sha256};
 use wasmtime::Engine;
@@ -34,39 +42,65 @@ pub fn default_dir() -> Option<PathBuf> {
     Some(base.join("wexec"))
 }
 
-/// The cache directory, created and checked.
+/// The cache directory, created, checked and opened.
 #[derive(Debug, Clone)]
 pub struct Cache {
+    /// Canonical: what the filesystem capability hides.
     dir: PathBuf,
+    /// The directory itself, opened once: every artifact is named relative to it.
+    handle: Arc<OwnedFd>,
 }
 
 impl Cache {
     /// Opens (creating, mode 0700) `dir`; `None`, with a warning, unless it is a directory owned
-    /// by this user that nobody else can write.
+    /// by this user that nobody else can read or write.
     pub fn open(dir: &Path) -> Option<Self> {
+        let disabled = |reason: &dyn std::fmt::Display| {
+            tracing::warn!("compile cache disabled: {}: {reason}", dir.display());
+        };
         if let Err(err) = std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
         {
-            tracing::warn!(
-                "compile cache disabled: cannot create {}: {err}",
-                dir.display()
-            );
+            disabled(&format_args!("cannot create it: {err}"));
             return None;
         }
-        let meta = std::fs::symlink_metadata(dir).ok()?;
-        let ours = meta.uid() == rustix::process::geteuid().as_raw();
-        let private = meta.permissions().mode() & 0o022 == 0;
-        if !(meta.is_dir() && ours && private) {
-            tracing::warn!(
-                "compile cache disabled: {} is not a private directory of this user",
-                dir.display()
-            );
+        let handle = match rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(handle) => handle,
+            Err(err) => {
+                disabled(&format_args!("cannot open it as a directory: {err}"));
+                return None;
+            }
+        };
+        // Checked on the opened directory, so what is checked is what is used.
+        let Ok(meta) = rustix::fs::fstat(&handle) else {
+            return None;
+        };
+        let ours = meta.st_uid == rustix::process::geteuid().as_raw();
+        // A directory a plugin created would carry the umask's group and other bits (plugins
+        // cannot change modes); wexec creates this one 0700.
+        let private = meta.st_mode & 0o077 == 0;
+        if !(ours && private) {
+            disabled(&"not a directory of this user closed to everyone else (mode 0700)");
             return None;
         }
-        let dir = std::fs::canonicalize(dir).ok()?;
-        Some(Self { dir })
+        let canonical = std::fs::canonicalize(dir).ok()?;
+        // The path hidden from plugins must be the directory opened.
+        let same = std::fs::metadata(&canonical)
+            .is_ok_and(|seen| seen.dev() == meta.st_dev && seen.ino() == meta.st_ino);
+        if !same {
+            disabled(&"it changed while it was opened");
+            return None;
+        }
+        Some(Self {
+            dir: canonical,
+            handle: Arc::new(handle),
+        })
     }
 
     /// The canonical directory: the filesystem capability never exposes it.
@@ -78,9 +112,10 @@ impl Cache {
     /// digest.
     pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
         let key = cache_key(engine, bytes);
-        let artifact = self.dir.join(format!("{key}.cwasm"));
-        let digest = self.dir.join(format!("{key}.sha256"));
-        match verified(&artifact, &digest) {
+        let dir = self.handle.as_fd();
+        let (artifact_name, digest_name) = (format!("{key}.cwasm"), format!("{key}.sha256"));
+        let artifact = self.dir.join(&artifact_name);
+        match verified(dir, &artifact_name, &digest_name) {
             Ok(Some(data)) => {
                 #[expect(
                     unsafe_code,
@@ -110,8 +145,8 @@ impl Cache {
             Ok(data) => {
                 let sum = hex(&Sha256::digest(&data));
                 // The artifact first: a digest without its artifact never matches.
-                let written = write_atomically(&artifact, &data)
-                    .and_then(|()| write_atomically(&digest, sum.as_bytes()));
+                let written = write_atomically(dir, &artifact_name, &data)
+                    .and_then(|()| write_atomically(dir, &digest_name, sum.as_bytes()));
                 if let Err(err) = written {
                     tracing::warn!(
                         "cannot cache compiled component at {}: {err}",
@@ -125,28 +160,38 @@ impl Cache {
     }
 }
 
-/// The cached artifact, read into memory, if it is there and matches its digest; `Ok(None)`
-/// when nothing is cached yet, `Err` naming what is wrong otherwise.
-fn verified(artifact: &Path, digest: &Path) -> Result<Option<Vec<u8>>, String> {
-    let data = match read_regular(artifact, MAX_ARTIFACT_BYTES) {
+/// The cached artifact `artifact` in `dir`, read into memory, if it is there and matches its
+/// digest; `Ok(None)` when nothing is cached yet, `Err` naming what is wrong otherwise.
+fn verified(
+    dir: std::os::fd::BorrowedFd<'_>,
+    artifact: &str,
+    digest: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    let data = match read_regular(dir, artifact, MAX_ARTIFACT_BYTES) {
         Ok(data) => data,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(format!("cannot be read: {err}")),
     };
-    let expected = read_regular(digest, 64).map_err(|err| format!("has no digest: {err}"))?;
+    let expected = read_regular(dir, digest, 64).map_err(|err| format!("has no digest: {err}"))?;
     if expected != hex(&Sha256::digest(&data)).as_bytes() {
         return Err("does not match its digest".into());
     }
     Ok(Some(data))
 }
 
-/// Reads a regular file (never through a symlink, never blocking on a FIFO) of at most `limit`
-/// bytes.
-fn read_regular(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
-        .open(path)?;
+/// Reads the regular file `name` in `dir` (never through a symlink, never blocking on a FIFO)
+/// of at most `limit` bytes.
+fn read_regular(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &str,
+    limit: u64,
+) -> std::io::Result<Vec<u8>> {
+    let file = std::fs::File::from(rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?);
     let meta = file.metadata()?;
     if !meta.is_file() || meta.len() > limit {
         return Err(std::io::Error::other(
@@ -180,20 +225,28 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let temporary = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temporary)?;
+/// Writes `name` in `dir` through a new private file renamed over it.
+fn write_atomically(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &str,
+    data: &[u8],
+) -> std::io::Result<()> {
+    let temporary = format!("{name}.tmp{}", std::process::id());
+    let mut file = std::fs::File::from(rustix::fs::openat(
+        dir,
+        &temporary,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(0o600),
+    )?);
     file.write_all(data)?;
     file.sync_all()?;
-    std::fs::rename(&temporary, path)
+    Ok(rustix::fs::renameat(dir, &temporary, dir, name)?)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     fn cache_dir(name: &str) -> PathBuf {
@@ -204,39 +257,63 @@ mod tests {
 
     #[test]
     fn an_artifact_that_does_not_match_its_digest_is_never_loaded() {
-        let dir = cache_dir("digest");
-        std::fs::create_dir_all(&dir).unwrap();
-        let (artifact, digest) = (dir.join("k.cwasm"), dir.join("k.sha256"));
-        assert_eq!(verified(&artifact, &digest), Ok(None));
-        write_atomically(&artifact, b"compiled").unwrap();
+        let path = cache_dir("digest");
+        let cache = Cache::open(&path).unwrap();
+        let dir = cache.handle.as_fd();
+        assert_eq!(verified(dir, "k.cwasm", "k.sha256"), Ok(None));
+        write_atomically(dir, "k.cwasm", b"compiled").unwrap();
         assert!(
-            verified(&artifact, &digest)
+            verified(dir, "k.cwasm", "k.sha256")
                 .unwrap_err()
                 .contains("no digest")
         );
-        write_atomically(&digest, hex(&Sha256::digest(b"compiled")).as_bytes()).unwrap();
-        assert_eq!(verified(&artifact, &digest), Ok(Some(b"compiled".to_vec())));
-        std::fs::write(&artifact, b"swapped!").unwrap();
+        write_atomically(
+            dir,
+            "k.sha256",
+            hex(&Sha256::digest(b"compiled")).as_bytes(),
+        )
+        .unwrap();
         assert_eq!(
-            verified(&artifact, &digest),
+            verified(dir, "k.cwasm", "k.sha256"),
+            Ok(Some(b"compiled".to_vec()))
+        );
+        std::fs::write(path.join("k.cwasm"), b"swapped!").unwrap();
+        assert_eq!(
+            verified(dir, "k.cwasm", "k.sha256"),
             Err("does not match its digest".into())
         );
-        std::fs::remove_file(&artifact).unwrap();
-        std::os::unix::fs::symlink(dir.join("k.sha256"), &artifact).unwrap();
+        std::fs::remove_file(path.join("k.cwasm")).unwrap();
+        std::os::unix::fs::symlink(path.join("k.sha256"), path.join("k.cwasm")).unwrap();
         assert!(
-            verified(&artifact, &digest)
+            verified(dir, "k.cwasm", "k.sha256")
                 .unwrap_err()
                 .contains("cannot be read")
         );
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
+    #[test]
+    fn the_opened_directory_is_used_whatever_becomes_of_its_path() {
+        let path = cache_dir("moved");
+        let cache = Cache::open(&path).unwrap();
+        let elsewhere = cache_dir("moved-away");
+        std::fs::rename(&path, &elsewhere).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        write_atomically(cache.handle.as_fd(), "k.cwasm", b"compiled").unwrap();
+        assert!(elsewhere.join("k.cwasm").is_file());
+        assert!(!path.join("k.cwasm").exists());
+        std::fs::remove_dir_all(&path).unwrap();
+        std::fs::remove_dir_all(&elsewhere).unwrap();
     }
 
     #[test]
     fn only_a_private_directory_of_this_user_is_used() {
         let dir = cache_dir("private");
         assert!(Cache::open(&dir).is_some());
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(Cache::open(&dir).is_none());
+        for mode in [0o777, 0o755, 0o750] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            assert!(Cache::open(&dir).is_none(), "{mode:o}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

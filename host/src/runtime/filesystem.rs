@@ -54,6 +54,17 @@ impl OpenRoot {
             .iter()
             .any(|hidden| relative.starts_with(hidden))
     }
+
+    /// Whether `relative` (symlink-free, normal, not the root) leads to a hidden directory:
+    /// removed or replaced (say by a symlink), it would move what the hidden path names.
+    fn leads_to_hidden(&self, relative: &Path) -> bool {
+        !relative.as_os_str().is_empty()
+            && relative != Path::new(".")
+            && self
+                .hidden
+                .iter()
+                .any(|hidden| hidden.starts_with(relative))
+    }
 }
 
 /// A plugin's opened roots.
@@ -91,16 +102,24 @@ impl Roots {
 }
 
 impl resolve::Resolved<'_> {
-    /// Refuses writes under a read-only root.
+    /// Refuses writes under a read-only root, and to a directory leading to a hidden one.
     fn writable(&self) -> Result<(), Error> {
-        if self.root.writable {
-            Ok(())
-        } else {
-            Err(Error {
+        if !self.root.writable {
+            return Err(Error {
                 kind: ErrorKind::Denied,
                 message: format!("path `{}` is in a read-only root", self.original),
-            })
+            });
         }
+        if self.root.leads_to_hidden(&self.relative) {
+            return Err(Error {
+                kind: ErrorKind::Denied,
+                message: format!(
+                    "path `{}` holds wexec's compile cache and cannot be changed",
+                    self.original
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Maps an I/O error on this path (PROTOCOL §9.2), naming escapes as outside the roots.

@@ -110,6 +110,91 @@ async fn the_fs_capability_never_exposes_the_compile_cache() {
     assert_eq!(std::fs::read(&artifact).expect("read artifact"), before);
 }
 
+/// The attack: remove the directory above the cache (its hidden path then names nothing),
+/// put a symlink to a plugin-visible directory in its place, and wait for wexec to write its
+/// next artifacts and digests there. Every step that changes a directory leading to the cache
+/// is refused, so the cache stays where it was.
+#[tokio::test]
+async fn the_directories_leading_to_the_compile_cache_cannot_be_removed_or_replaced() {
+    let dir = TempDir::new();
+    let root = dir.path();
+    let (_server, mut client) = start(root).await;
+    let cache_home = root.join("cache");
+    let artifact = artifacts(&cache_home.join("wexec"))
+        .pop()
+        .expect("artifacts were written");
+    std::fs::create_dir(root.join("planted")).expect("mkdir");
+    std::os::unix::fs::symlink(root.join("planted"), root.join("link")).expect("symlink");
+    let denied = rpc_error(
+        -32600,
+        &format!(
+            "path `{}` holds wexec's compile cache and cannot be changed",
+            cache_home.display()
+        ),
+    );
+    let home = cache_home.display().to_string();
+    for (method, params) in [
+        (
+            "fs/remove",
+            json!({"path": home, "recursive": true, "force": true}),
+        ),
+        (
+            "fs/copy",
+            json!({"sourcePath": root.join("link").display().to_string(), "destinationPath": home, "recursive": false}),
+        ),
+        (
+            "fs/copy",
+            json!({"sourcePath": root.join("planted").display().to_string(), "destinationPath": home, "recursive": true}),
+        ),
+        ("fs/writeFile", json!({"path": home, "dataBase64": "eA=="})),
+        (
+            "fs/createDirectory",
+            json!({"path": home, "recursive": false}),
+        ),
+    ] {
+        assert_eq!(
+            client.call_err(method, params.clone()).await,
+            denied,
+            "{method} {params}"
+        );
+    }
+    // Through a symlink to the directory above the cache, the same.
+    std::os::unix::fs::symlink(&cache_home, root.join("home-link")).expect("symlink");
+    let via_link = root.join("home-link").display().to_string();
+    assert_eq!(
+        client
+            .call_err(
+                "fs/writeFile",
+                json!({"path": via_link, "dataBase64": "eA=="})
+            )
+            .await,
+        rpc_error(
+            -32600,
+            &format!("path `{via_link}` holds wexec's compile cache and cannot be changed")
+        )
+    );
+    assert!(artifact.is_file(), "the cache is intact");
+    assert!(
+        std::fs::symlink_metadata(&cache_home)
+            .expect("stat")
+            .is_dir()
+    );
+    // A sibling of the cache is the plugin's as before.
+    let sibling = cache_home.join("other");
+    client
+        .call(
+            "fs/createDirectory",
+            json!({"path": sibling.display().to_string(), "recursive": false}),
+        )
+        .await;
+    client
+        .call(
+            "fs/remove",
+            json!({"path": sibling.display().to_string(), "recursive": true, "force": false}),
+        )
+        .await;
+}
+
 #[tokio::test]
 async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_wexec() {
     let dir = TempDir::new();

@@ -9,6 +9,7 @@
 
 mod busy;
 mod cache;
+mod copy;
 mod descendants;
 mod forgery;
 mod handles;

@@ -1,15 +1,14 @@
 //! Filesystem operations on resolved paths.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::UNIX_EPOCH;
 
 use rustix::fs::FileType;
 
 use super::resolve::Resolved;
 use super::{
-    Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, OpenRoot, Roots, invalid,
-    normalize, open,
+    Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, OpenRoot, Roots, invalid, open,
 };
 use crate::runtime::bindings::wexec::plugin::filesystem::{DirEntry, FileKind, Metadata, OpenMode};
 
@@ -266,25 +265,12 @@ impl Roots {
                     "fs/copy requires recursive: true when sourcePath is a directory".into(),
                 ));
             }
-            let into_itself = || {
-                invalid(
+            // On the resolved, symlink-free paths: a destination reached through a symlink
+            // (or below directories that do not exist yet) is caught as surely as a plain one.
+            if to.absolute().starts_with(from.absolute()) {
+                return Err(invalid(
                     "fs/copy cannot copy a directory to itself or one of its descendants".into(),
-                )
-            };
-            if let (Some(from_path), Some(to_path)) = (
-                normalize(Path::new(source)),
-                normalize(Path::new(destination)),
-            ) && to_path.starts_with(&from_path)
-            {
-                return Err(into_itself());
-            }
-            // The same check on canonical paths, against symlinked destinations.
-            if let (Ok(from_canon), Some(parent)) =
-                (self.canonicalize(source), Path::new(destination).parent())
-                && let Ok(parent_canon) = self.canonicalize(&parent.to_string_lossy())
-                && Path::new(&parent_canon).starts_with(&from_canon)
-            {
-                return Err(into_itself());
+                ));
             }
             return copy_tree(&from, &to).map_err(|err| to.io_error(&err));
         }
@@ -354,22 +340,33 @@ fn copy_entry(
 
 /// Copies a directory tree; entries are named from the (symlink-free) resolved paths, links
 /// are copied as links, and FIFOs, sockets and devices are skipped rather than failing it.
-fn copy_tree(from: &Resolved<'_>, to: &Resolved<'_>) -> std::io::Result<()> {
+/// Walks with a queue, not recursion: however deep the tree, no stack is at risk.
+fn copy_tree<'a>(from: &Resolved<'a>, to: &Resolved<'a>) -> std::io::Result<()> {
     to.root.dir.create_dir_all(&to.relative)?;
-    for entry in from.root.dir.read_dir(&from.relative)? {
-        let name = entry?.file_name();
-        let (from_child, to_child) = (entry_of(from, &name), entry_of(to, &name));
-        if from.root.hides(&from_child.relative) || to.root.hides(&to_child.relative) {
-            continue;
-        }
-        let meta = from.root.dir.symlink_metadata(&from_child.relative)?;
-        if meta.is_dir() {
-            copy_tree(&from_child, &to_child)?;
-            continue;
-        }
-        match copy_entry(&from_child, &meta, &to_child) {
-            Ok(()) | Err(CopyError::Unsupported | CopyError::Refused(_)) => {}
-            Err(CopyError::Io(err)) => return Err(err),
+    let mut pending = vec![(from.clone(), to.clone())];
+    while let Some((from, to)) = pending.pop() {
+        for entry in from.root.dir.read_dir(&from.relative)? {
+            let name = entry?.file_name();
+            let (from_child, to_child) = (entry_of(&from, &name), entry_of(&to, &name));
+            if from.root.hides(&from_child.relative) || to.root.hides(&to_child.relative) {
+                continue;
+            }
+            let meta = from.root.dir.symlink_metadata(&from_child.relative)?;
+            if meta.is_dir() {
+                to.root.dir.create_dir(&to_child.relative).or_else(|err| {
+                    if err.kind() == std::io::ErrorKind::AlreadyExists {
+                        Ok(())
+                    } else {
+                        Err(err)
+                    }
+                })?;
+                pending.push((from_child, to_child));
+                continue;
+            }
+            match copy_entry(&from_child, &meta, &to_child) {
+                Ok(()) | Err(CopyError::Unsupported | CopyError::Refused(_)) => {}
+                Err(CopyError::Io(err)) => return Err(err),
+            }
         }
     }
     Ok(())

@@ -35,6 +35,7 @@ pub const MAX_PATH_COMPONENTS: usize = 1024;
 pub const MAX_LINK_HOPS: usize = 40;
 
 /// A request path inside a root.
+#[derive(Clone)]
 pub struct Resolved<'a> {
     /// The root the path is in.
     pub root: &'a OpenRoot,
@@ -52,6 +53,15 @@ impl Resolved<'_> {
     /// Whether this is the root itself.
     pub fn is_root(&self) -> bool {
         self.relative == Path::new(".")
+    }
+
+    /// The absolute, symlink-free path (the root's canonical path joined with `relative`).
+    pub fn absolute(&self) -> PathBuf {
+        if self.is_root() {
+            self.root.path.clone()
+        } else {
+            self.root.path.join(&self.relative)
+        }
     }
 }
 
