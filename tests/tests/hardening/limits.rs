@@ -123,19 +123,34 @@ async fn inbound_bytes_held_at_once_are_capped_and_small_messages_still_pass() {
 async fn a_plugins_log_is_capped_per_call_and_kept_on_one_line_per_message() {
     let dir = TempDir::new();
     let (server, mut client) = spawn_hostile(&dir, "", &["--plugin-log-limit-kib", "16"]).await;
-    // 20,000 lines of 1 KiB: 20 MB asked for, 16 KiB allowed.
+    // 20,000 lines of 1 KiB: 20 MB asked for, 16 KiB allowed, each line charged 128 bytes
+    // beyond its message.
     client
         .call("hostile/log", json!({"count": 20_000, "bytes": 1024}))
         .await;
     let log = server
-        .stderr_containing("19984 log lines (20463616 bytes) dropped: a call may log 16384 bytes")
+        .stderr_containing("19986 log lines (20465664 bytes) dropped: a call may log 16384 bytes")
         .await;
     assert!(log.len() < 256 * 1024, "{} bytes of log", log.len());
     assert_eq!(
         log.matches(&"x".repeat(1024)).count(),
-        16,
-        "16 lines fit in 16 KiB"
+        14,
+        "14 lines fit in 16 KiB"
     );
+    // Empty messages are lines too: 128 fit.
+    let before = log.lines().count();
+    client
+        .call("hostile/log", json!({"count": 100_000, "text": ""}))
+        .await;
+    let log = server
+        .stderr_containing("99872 log lines (0 bytes) dropped")
+        .await;
+    let lines = log
+        .lines()
+        .skip(before)
+        .filter(|line| line.contains("hostile"))
+        .count();
+    assert_eq!(lines, 128 + 1, "128 lines and the summary");
     // The next call logs again, and a line break cannot start a forged log line.
     let forged = "innocent\n2026-12-01T00:00:00.000000Z ERROR wexec: forged";
     client

@@ -67,3 +67,49 @@ async fn overlong_paths_and_too_many_components_are_refused_at_once() {
         )
     );
 }
+
+/// A listing resolves each symlink to type it: links built to be slow to resolve (here 3,000
+/// links of 999 steps each) are bounded together, with a clear error, while a directory of
+/// ordinary links lists.
+#[tokio::test]
+async fn the_symlinks_of_one_listing_are_resolved_within_a_bound() {
+    let dir = TempDir::new();
+    let root = dir.path();
+    let slow = root.join("slow");
+    std::fs::create_dir_all(slow.join("d")).expect("mkdir");
+    let target = format!("{}d", "d/../".repeat(499));
+    for index in 0..3_000 {
+        std::os::unix::fs::symlink(&target, slow.join(format!("link{index}"))).expect("symlink");
+    }
+    let plain = root.join("plain");
+    std::fs::create_dir_all(plain.join("d")).expect("mkdir");
+    for index in 0..3_000 {
+        std::os::unix::fs::symlink("d", plain.join(format!("link{index}"))).expect("symlink");
+    }
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root.display().to_string()]);
+    client.handshake().await;
+    let slow = slow.display().to_string();
+    assert_eq!(
+        client
+            .call_err("fs/readDirectory", json!({"path": slow}))
+            .await,
+        rpc_error(
+            -32603,
+            &format!(
+                "fs/readDirectory: resolving the symlinks in `{slow}` walks more than 524288 path components"
+            )
+        )
+    );
+    let listing = client
+        .call(
+            "fs/readDirectory",
+            json!({"path": plain.display().to_string()}),
+        )
+        .await;
+    let entries = listing["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 3_001);
+    assert!(
+        entries.iter().all(|entry| entry["isDirectory"] == true),
+        "every link is typed as its target"
+    );
+}

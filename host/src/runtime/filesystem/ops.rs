@@ -12,6 +12,12 @@ use super::{
 };
 use crate::runtime::bindings::wexec::plugin::filesystem::{DirEntry, FileKind, Metadata, OpenMode};
 
+/// Most path components the symlinks of one directory listing may walk together: a
+/// directory of 50,000 links of ten components each lists, while links built to be slow to
+/// resolve (each up to [`super::resolve::MAX_PATH_COMPONENTS`]) cannot hold a call for more
+/// than about a second (a step is a system call or two).
+pub const MAX_LISTING_STEPS: usize = 1 << 19;
+
 /// Reads a regular file of `size` bytes (as `fstat` said) to its end, and at most one byte past
 /// the read limit. A first read that returns exactly `size` bytes of the `size + 1` asked for
 /// has met the end: the read that would return 0 is skipped. Files whose size says nothing
@@ -160,38 +166,59 @@ impl Roots {
     }
 
     /// `read-directory`: types follow symlinks; dangling and escaping links are flagged; a
-    /// hidden directory is omitted.
+    /// hidden directory is omitted. The entries are counted before any link is resolved, and
+    /// the links' resolution together walks at most [`MAX_LISTING_STEPS`] components.
     pub fn read_directory(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
         let (resolved, walk) = self.resolve_directory(path)?;
         let dir = &resolved.root.dir;
         let entries = dir
             .read_dir(&resolved.relative)
             .map_err(|err| resolved.io_error(&err))?;
-        let mut listed = Vec::new();
+        let mut found = Vec::new();
         let mut count = 0usize;
         for entry in entries {
             let entry = entry.map_err(|err| resolved.io_error(&err))?;
+            let name = entry.file_name();
+            if resolved.root.hides(&child(&resolved, &name)) {
+                continue;
+            }
             count += 1;
             if count > MAX_DIRECTORY_ENTRIES {
                 continue;
             }
-            let name = entry.file_name();
-            if resolved.root.hides(&child(&resolved, &name)) {
-                count -= 1;
-                continue;
+            if let Ok(file_type) = entry.file_type() {
+                found.push((name, file_type));
             }
-            let Ok(file_type) = entry.file_type() else {
-                continue;
-            };
+        }
+        if count > MAX_DIRECTORY_ENTRIES {
+            return Err(Error {
+                kind: ErrorKind::TooLarge,
+                message: format!(
+                    "fs/readDirectory returned {count} entries; limit is {MAX_DIRECTORY_ENTRIES}"
+                ),
+            });
+        }
+        let mut steps = 0usize;
+        let mut listed = Vec::with_capacity(found.len());
+        for (name, file_type) in found {
             let is_symlink = file_type.is_symlink();
             let (is_directory, is_file, target_missing) = if is_symlink {
                 // Resolved from the directory like any request path, so an absolute link that
                 // stays inside the root is typed rather than flagged.
-                let target = self
-                    .resolve_entry(&walk, &name)
+                let target = self.resolve_entry(&walk, &name, &mut steps);
+                if steps > MAX_LISTING_STEPS {
+                    return Err(Error {
+                        kind: ErrorKind::TooLarge,
+                        message: format!(
+                            "fs/readDirectory: resolving the symlinks in `{path}` walks more than {MAX_LISTING_STEPS} path components"
+                        ),
+                    });
+                }
+                match target
                     .ok()
-                    .and_then(|target| target.last);
-                match target.map(|stat| FileType::from_raw_mode(stat.st_mode)) {
+                    .and_then(|target| target.last)
+                    .map(|stat| FileType::from_raw_mode(stat.st_mode))
+                {
                     Some(kind) => (
                         kind == FileType::Directory,
                         kind == FileType::RegularFile,
@@ -208,14 +235,6 @@ impl Roots {
                 is_file,
                 is_symlink,
                 target_missing,
-            });
-        }
-        if count > MAX_DIRECTORY_ENTRIES {
-            return Err(Error {
-                kind: ErrorKind::TooLarge,
-                message: format!(
-                    "fs/readDirectory returned {count} entries; limit is {MAX_DIRECTORY_ENTRIES}"
-                ),
             });
         }
         Ok(listed)

@@ -105,14 +105,18 @@ impl Roots {
     }
 
     /// Resolves the entry `name` of the directory `directory` resolved to, following it if it
-    /// is a symlink, without walking the directory's path again.
+    /// is a symlink, without walking the directory's path again. Adds the components it
+    /// walked to `steps`, so a listing can bound the work of all its entries together.
     pub(super) fn resolve_entry<'a>(
         &'a self,
         directory: &Walk<'a, '_>,
         name: &OsStr,
+        steps: &mut usize,
     ) -> Result<Resolved<'a>, Error> {
         let mut walk = directory.clone();
-        walk.components(std::iter::once(name), true)?;
+        let walked = walk.components(std::iter::once(name), true);
+        *steps += walk.steps - directory.steps;
+        walked?;
         walk.finish()
     }
 
@@ -310,8 +314,10 @@ impl<'a, 'p> Walk<'a, 'p> {
         Ok(())
     }
 
-    /// `..` spliced in by a symlink: back to the parent, never above the root.
+    /// `..` spliced in by a symlink: back to the parent, never above the root. A step like any
+    /// other (the splice already counted it).
     fn parent(&mut self) -> Result<(), Error> {
+        self.steps += 1;
         if !self.relative.pop() {
             return Err(outside(self.original));
         }
