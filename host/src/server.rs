@@ -2,6 +2,7 @@
 
 pub mod dispatch;
 pub mod handlers;
+pub mod handshakes;
 pub mod limits;
 pub mod processor;
 pub mod reload;
@@ -215,7 +216,7 @@ fn announce(line: &str) {
 }
 
 async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Option<Arc<str>>) {
-    let handshakes = Counter::new(limits::MAX_PENDING_HANDSHAKES);
+    let handshakes = handshakes::Handshakes::new();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -230,18 +231,23 @@ async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Opt
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "cannot set TCP_NODELAY: {err}");
         }
-        let Some(handshake) = handshakes.take() else {
-            tracing::warn!(%peer, "closing a new socket: {} are still sending their request head", handshakes.limit());
-            continue;
-        };
+        let (handshake, displaced) = handshakes.admit(peer.ip());
+        if displaced {
+            tracing::debug!(%peer, "closed the oldest socket still sending its request head");
+        }
         let server = Arc::clone(&server);
         let token = token.clone();
         tokio::spawn(async move {
             let budget = server.inbound.connection();
-            let accepted =
-                websocket::accept(stream, peer, token.as_deref(), &server.connections, budget)
-                    .await;
-            drop(handshake);
+            let accepted = websocket::accept(
+                stream,
+                peer,
+                token.as_deref(),
+                &server.connections,
+                budget,
+                handshake,
+            )
+            .await;
             if let Some((connection, _slot)) = accepted {
                 // The slot is held for as long as the connection is served.
                 processor::serve(connection, server).await;

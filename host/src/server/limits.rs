@@ -14,10 +14,6 @@ pub const DEFAULT_SESSION_PROCESSES: usize = 256;
 /// in wexec and up to 1 MiB of retained output.
 pub const DEFAULT_MAX_PROCESSES: usize = 1024;
 
-/// Accepted sockets still sending their HTTP request head: more are closed at once (each
-/// waits up to 10 s, and holds a descriptor meanwhile).
-pub const MAX_PENDING_HANDSHAKES: usize = 256;
-
 /// The host-wide limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {

@@ -21,6 +21,7 @@ use self::http::{Decision, MAX_HEAD_BYTES, Status};
 use super::budget::ConnectionBudget;
 use super::{Connection, INBOUND_QUEUE_MESSAGES, Inbound, Outbound, OutboundMessage, Received};
 use crate::rpc::MAX_MESSAGE_BYTES;
+use crate::server::handshakes::Pending;
 use crate::server::limits::{Counter, Token};
 use std::sync::Arc;
 
@@ -41,14 +42,25 @@ const LINGER_MAX: Duration = Duration::from_secs(10);
 /// Runs the HTTP front door on an accepted socket. Returns the connection, with its slot in
 /// `connections`, if the socket was upgraded; every other request is answered and closed here.
 /// Without a free slot (wexec serves `--max-connections` already), an upgrade gets 503.
+/// `pending` is the socket's place among those still sending their head: given up once the
+/// head is read, and the socket closed if a newer one displaces it first.
 pub async fn accept(
     mut stream: TcpStream,
     peer: SocketAddr,
     token: Option<&str>,
     connections: &Arc<Counter>,
     budget: ConnectionBudget,
+    mut pending: Pending,
 ) -> Option<(Connection, Token)> {
-    let (head, leftover) = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await {
+    let head = tokio::select! {
+        head = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)) => head,
+        _ = &mut pending.displaced => {
+            tracing::debug!(%peer, "closed while sending its request head: newer sockets displaced it");
+            return None;
+        }
+    };
+    drop(pending);
+    let (head, leftover) = match head {
         Ok(Ok(parsed)) => parsed,
         Ok(Err(status)) => {
             respond(&mut stream, status).await;

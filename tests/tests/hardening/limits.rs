@@ -49,6 +49,43 @@ async fn websocket_connections_are_capped_with_503() {
     }
 }
 
+/// A slowloris cannot lock clients out before authentication: 300 sockets that never finish
+/// their HTTP head fill the pending table, yet a real client still connects, each new socket
+/// displacing the oldest pending one of its address (64 per address).
+#[tokio::test]
+async fn sockets_that_never_finish_their_head_cannot_lock_clients_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = spawn_websocket(&[]).await;
+    let mut slow = Vec::new();
+    for _ in 0..300 {
+        let mut socket = tokio::net::TcpStream::connect(server.addr())
+            .await
+            .expect("connect");
+        socket
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .await
+            .expect("partial head");
+        slow.push(socket);
+    }
+    let mut client = server
+        .connect_with(None)
+        .await
+        .expect("a real client gets in");
+    client.handshake().await;
+    // The displaced sockets were closed, not left waiting out their 10 s.
+    let mut closed = 0;
+    for socket in &mut slow {
+        let mut byte = [0u8; 1];
+        let read =
+            tokio::time::timeout(std::time::Duration::from_millis(20), socket.read(&mut byte))
+                .await;
+        if matches!(read, Ok(Ok(0) | Err(_))) {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 300 - 64, "{closed} of 300 closed");
+}
+
 #[tokio::test]
 async fn live_processes_are_capped_per_session_and_per_host() {
     let server = spawn_websocket(&["--session-processes", "2", "--max-processes", "3"]).await;
