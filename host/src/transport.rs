@@ -20,6 +20,11 @@ pub const OUTBOUND_QUEUE_MESSAGES: usize = 4_096;
 /// Bytes waiting to be written to one connection: bounds a slow client's cost in memory.
 pub const OUTBOUND_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Bytes of file contents one connection's replies may hold, from the read until the reply
+/// carrying them (as base64) is written: two of the largest `fs/readFile` replies. A client
+/// that stops reading its replies holds at most this much in them; further reads wait.
+pub const OUTBOUND_CONTENTS_BYTES: usize = 96 * 1024 * 1024;
+
 /// One client connection, whatever the transport.
 #[derive(Debug)]
 pub struct Connection {
@@ -99,7 +104,15 @@ pub struct OutboundMessage {
     /// Not a message: the writer flushes what came before and stops ([`Outbound::finish`]).
     pub end: bool,
     _budget: Option<OwnedSemaphorePermit>,
+    _reserved: Reservation,
 }
+
+/// A reply's claim on [`OUTBOUND_CONTENTS_BYTES`], taken before the contents it will carry are
+/// read ([`Outbound::reserve`]), and given back once the reply is written (or dropped).
+#[derive(Debug, Default)]
+pub struct Reservation(
+    #[allow(dead_code, reason = "held for its drop")] Option<OwnedSemaphorePermit>,
+);
 
 /// The sending side of a connection's outbound queue. Cloned freely; the queue is written in
 /// the order messages were accepted.
@@ -107,6 +120,7 @@ pub struct OutboundMessage {
 pub struct Outbound {
     queue: mpsc::Sender<OutboundMessage>,
     budget: Arc<Semaphore>,
+    contents: Arc<Semaphore>,
     /// A way around the queue for threads allowed to use it ([`allow_direct_writes`]).
     direct: Option<Arc<dyn DirectSink>>,
 }
@@ -162,6 +176,7 @@ impl Outbound {
         let outbound = Self {
             queue,
             budget,
+            contents: Arc::new(Semaphore::new(OUTBOUND_CONTENTS_BYTES)),
             direct: None,
         };
         (outbound, receiver)
@@ -176,13 +191,18 @@ impl Outbound {
     /// Queues a message, waiting for room: nothing is dropped, and a slow client slows its
     /// producers instead of growing wexec's memory.
     pub async fn send(&self, text: String) -> Result<(), Closed> {
+        self.send_reserved(text, Reservation::default()).await
+    }
+
+    /// [`Outbound::send`] for a reply holding a [`Reservation`], kept until it is written.
+    pub async fn send_reserved(&self, text: String, reserved: Reservation) -> Result<(), Closed> {
         if let Some(direct) = &self.direct {
             if DIRECT_WRITES.with(std::cell::Cell::get) && direct.try_write(&text) {
                 return Ok(());
             }
             direct.queued();
         }
-        let queued = self.enqueue(text).await;
+        let queued = self.enqueue(text, reserved).await;
         if queued.is_err()
             && let Some(direct) = &self.direct
         {
@@ -191,29 +211,41 @@ impl Outbound {
         queued
     }
 
-    /// Queues a message if there is room now; otherwise hands it back (or fails if the
-    /// connection is closed). For senders that must not wait where they are.
-    pub fn try_send(&self, text: String) -> Result<(), TrySend> {
+    /// Queues a reply holding a [`Reservation`] if there is room now; otherwise hands both
+    /// back (or fails if the connection is closed). For senders that must not wait where
+    /// they are.
+    pub fn try_send_reserved(
+        &self,
+        text: String,
+        reserved: Reservation,
+    ) -> Result<(), (TrySend, Reservation)> {
         if let Some(direct) = &self.direct {
             if DIRECT_WRITES.with(std::cell::Cell::get) && direct.try_write(&text) {
                 return Ok(());
             }
             direct.queued();
         }
-        let queued = match Arc::clone(&self.budget).try_acquire_many_owned(budget_share(&text)) {
+        let queued = match Arc::clone(&self.budget)
+            .try_acquire_many_owned(budget_share(&text, OUTBOUND_QUEUE_BYTES))
+        {
             Ok(permit) => self
                 .queue
                 .try_send(OutboundMessage {
                     text,
                     end: false,
                     _budget: Some(permit),
+                    _reserved: reserved,
                 })
                 .map_err(|err| match err {
-                    mpsc::error::TrySendError::Full(message) => TrySend::Full(message.text),
-                    mpsc::error::TrySendError::Closed(_) => TrySend::Closed,
+                    mpsc::error::TrySendError::Full(message) => {
+                        (TrySend::Full(message.text), message._reserved)
+                    }
+                    mpsc::error::TrySendError::Closed(message) => {
+                        (TrySend::Closed, message._reserved)
+                    }
                 }),
-            Err(tokio::sync::TryAcquireError::NoPermits) => Err(TrySend::Full(text)),
-            Err(tokio::sync::TryAcquireError::Closed) => Err(TrySend::Closed),
+            Err(tokio::sync::TryAcquireError::NoPermits) => Err((TrySend::Full(text), reserved)),
+            Err(tokio::sync::TryAcquireError::Closed) => Err((TrySend::Closed, reserved)),
         };
         if queued.is_err()
             && let Some(direct) = &self.direct
@@ -223,9 +255,9 @@ impl Outbound {
         queued
     }
 
-    async fn enqueue(&self, text: String) -> Result<(), Closed> {
+    async fn enqueue(&self, text: String, reserved: Reservation) -> Result<(), Closed> {
         let permit = Arc::clone(&self.budget)
-            .acquire_many_owned(budget_share(&text))
+            .acquire_many_owned(budget_share(&text, OUTBOUND_QUEUE_BYTES))
             .await
             .map_err(|_| Closed)?;
         self.queue
@@ -233,8 +265,22 @@ impl Outbound {
                 text,
                 end: false,
                 _budget: Some(permit),
+                _reserved: reserved,
             })
             .await
+            .map_err(|_| Closed)
+    }
+
+    /// Reserves room for a reply that will carry `bytes` of file contents as base64, waiting
+    /// while this connection's replies already hold [`OUTBOUND_CONTENTS_BYTES`] (its client is
+    /// not reading them). Free while the client keeps up: one atomic operation.
+    pub async fn reserve(&self, bytes: u64) -> Result<Reservation, Closed> {
+        let encoded = usize::try_from(bytes.div_ceil(3).saturating_mul(4)).unwrap_or(usize::MAX);
+        let share = budget_share_of(encoded, OUTBOUND_CONTENTS_BYTES);
+        Arc::clone(&self.contents)
+            .acquire_many_owned(share)
+            .await
+            .map(|permit| Reservation(Some(permit)))
             .map_err(|_| Closed)
     }
 
@@ -245,16 +291,20 @@ impl Outbound {
             text: String::new(),
             end: true,
             _budget: None,
+            _reserved: Reservation::default(),
         };
         let _ = self.queue.send(end).await;
     }
 }
 
-/// A message's claim on the byte budget: its size, capped at the whole budget so that one
-/// message larger than the budget waits for an empty queue instead of forever.
-fn budget_share(text: &str) -> u32 {
-    let share = text.len().clamp(1, OUTBOUND_QUEUE_BYTES);
-    u32::try_from(share).unwrap_or(u32::MAX)
+/// A message's claim on a byte budget of `limit`: its size, capped at the whole budget so that
+/// one message larger than the budget waits for an empty budget instead of forever.
+fn budget_share(text: &str, limit: usize) -> u32 {
+    budget_share_of(text.len(), limit)
+}
+
+fn budget_share_of(len: usize, limit: usize) -> u32 {
+    u32::try_from(len.clamp(1, limit)).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

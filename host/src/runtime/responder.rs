@@ -14,7 +14,7 @@ use super::state::HostState;
 use crate::rpc::{
     RequestId, RpcError, RpcResult, encode_reply, encode_success_with, internal_error,
 };
-use crate::transport::{Outbound, TrySend};
+use crate::transport::{Outbound, Reservation, TrySend};
 
 /// The reply to one request.
 #[derive(Debug)]
@@ -24,7 +24,7 @@ pub struct Reply {
     sent: AtomicBool,
     /// An early reply that found no room in the queue: sent before the call's first
     /// notification, or once the call has returned (and its instance is free again).
-    deferred: Mutex<Option<String>>,
+    deferred: Mutex<Option<(String, Reservation)>>,
 }
 
 impl Reply {
@@ -52,14 +52,16 @@ impl Reply {
     /// Sends an early reply from inside a plugin call, unless a reply was already sent. It is
     /// queued now if there is room, else deferred (see [`Reply::flush`]): a guest never waits
     /// for a slow client while it holds its instance.
-    fn offer(&self, text: impl FnOnce() -> String) {
+    /// `reserved` is the room the reply's file contents hold, kept until it is written.
+    fn offer(&self, text: impl FnOnce() -> String, reserved: Reservation) {
         if self.sent.swap(true, Ordering::AcqRel) {
             return;
         }
-        match self.outbound.try_send(text()) {
-            Ok(()) | Err(TrySend::Closed) => {}
-            Err(TrySend::Full(text)) => {
-                *self.deferred.lock().unwrap_or_else(PoisonError::into_inner) = Some(text);
+        match self.outbound.try_send_reserved(text(), reserved) {
+            Ok(()) | Err((TrySend::Closed, _)) => {}
+            Err((TrySend::Full(text), reserved)) => {
+                *self.deferred.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((text, reserved));
             }
         }
     }
@@ -71,8 +73,8 @@ impl Reply {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(text) = deferred {
-            let _ = self.outbound.send(text).await;
+        if let Some((text, reserved)) = deferred {
+            let _ = self.outbound.send_reserved(text, reserved).await;
         }
     }
 
@@ -109,7 +111,7 @@ impl Host for HostState {
             Err(error) => Err(from_wit(error)),
         };
         let id = reply.id.clone();
-        reply.offer(|| encode_reply(&id, &outcome));
+        reply.offer(|| encode_reply(&id, &outcome), Reservation::default());
     }
 
     async fn respond_with_base64(
@@ -118,7 +120,7 @@ impl Host for HostState {
         data: Resource<Contents>,
         after: String,
     ) -> Result<(), String> {
-        let contents = self
+        let mut contents = self
             .take_contents(data)
             .map_err(|err| format!("no such contents: {err}"))?;
         let Some(reply) = self.call.as_ref().and_then(|call| call.reply.clone()) else {
@@ -135,18 +137,22 @@ impl Host for HostState {
         }
         // Validated as a whole above; each part loses its line breaks as any guest JSON does.
         let (before, after) = (super::json::fragment(before), super::json::fragment(after));
+        let reserved = contents.take_reservation();
         let bytes = contents.bytes();
         let len = before.len() + bytes.len().div_ceil(3) * 4 + after.len() + 2;
         let started = Instant::now();
-        reply.offer(|| {
-            encode_success_with(&reply.id, len, |text| {
-                text.push_str(&before);
-                text.push('"');
-                base64_simd::STANDARD.encode_append(bytes, text);
-                text.push('"');
-                text.push_str(&after);
-            })
-        });
+        reply.offer(
+            || {
+                encode_success_with(&reply.id, len, |text| {
+                    text.push_str(&before);
+                    text.push('"');
+                    base64_simd::STANDARD.encode_append(bytes, text);
+                    text.push('"');
+                    text.push_str(&after);
+                })
+            },
+            reserved,
+        );
         self.clock.add_host_time(started.elapsed());
         Ok(())
     }

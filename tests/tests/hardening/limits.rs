@@ -2,6 +2,8 @@
 //! refused clearly (docs/protocol.md, "Limits"): WebSocket connections, live processes per
 //! session and per host, bytes of inbound messages held at once, a plugin's log per call.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use wexec_tests::{
@@ -84,6 +86,47 @@ async fn sockets_that_never_finish_their_head_cannot_lock_clients_out() {
         }
     }
     assert!(closed >= 300 - 64, "{closed} of 300 closed");
+}
+
+/// A client that sends many large reads and stops reading the replies costs wexec a bounded
+/// amount of memory: 16 MiB queued, and the file contents of at most two 32 MiB replies
+/// (96 MiB reserved); the other reads wait before they read. Every reply still arrives.
+#[tokio::test]
+async fn a_client_that_stops_reading_holds_bounded_memory_in_its_replies() {
+    const READS: usize = 24;
+    const SIZE: usize = 32 * 1024 * 1024;
+    let dir = TempDir::new();
+    let file = dir.path().join("big");
+    let content: Vec<u8> = (0..SIZE).map(|index| (index % 251) as u8).collect();
+    std::fs::write(&file, &content).expect("write");
+    let (server, mut client) = spawn_stdio(&["--fs-root", &dir.path().display().to_string()]);
+    client.handshake().await;
+    let params = json!({"path": file.display().to_string()});
+    for _ in 0..READS {
+        client.send_request("fs/readFile", params.clone()).await;
+    }
+    // Unread, the replies back up; wexec's memory must level off.
+    let mut peak = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        peak = peak.max(wexec_tests::resident_bytes(server.pid()));
+    }
+    eprintln!("peak resident: {} MiB", peak >> 20);
+    let encoded = STANDARD.encode(&content);
+    for _ in 0..READS {
+        let reply = client.recv().await;
+        assert!(
+            reply["result"]["dataBase64"] == encoded.as_str(),
+            "a whole reply: {}",
+            reply.to_string().chars().take(200).collect::<String>()
+        );
+    }
+    assert!(
+        peak < 400 * 1024 * 1024,
+        "{} MiB resident for {READS} unread replies of {} MiB",
+        peak >> 20,
+        SIZE >> 20
+    );
 }
 
 #[tokio::test]

@@ -64,8 +64,11 @@ impl Host for HostState {
         path: String,
         follow_symlinks: bool,
     ) -> Result<Resource<Contents>, Error> {
-        let data = self.timed(|state| state.plugin.roots.read_file(&path, follow_symlinks))?;
-        self.hold_contents(data)
+        let file = self.timed(|state| state.plugin.roots.open_to_read(&path, follow_symlinks))?;
+        // Before the bytes exist: a client not reading its replies holds them back here.
+        let reserved = self.reserve_contents(file.size()).await;
+        let data = self.timed(|_| file.read())?;
+        self.hold_contents(data, reserved)
     }
 
     async fn write_file(
@@ -138,8 +141,10 @@ impl Host for HostState {
         offset: u64,
         len: u32,
     ) -> Result<Resource<Contents>, Error> {
+        self.granted()?;
+        let reserved = self.reserve_contents(u64::from(len)).await;
         let data = self.read_block(handle_id, offset, len).await?;
-        self.hold_contents(data)
+        self.hold_contents(data, reserved)
     }
 
     async fn write_block(

@@ -54,23 +54,25 @@ impl Roots {
 
     /// `read-file`.
     pub fn read_file(&self, path: &str, follow: bool) -> Result<Vec<u8>, Error> {
+        self.open_to_read(path, follow)?.read()
+    }
+
+    /// The first half of `read-file`: the file opened and checked, its size known, nothing
+    /// read yet.
+    pub fn open_to_read(&self, path: &str, follow: bool) -> Result<FileToRead, Error> {
         let resolved = self.resolve(path, follow)?;
         if !follow {
             Self::refuse_symlink(&resolved)?;
         }
-        let too_large = || Error {
-            kind: ErrorKind::TooLarge,
-            message: format!("file is too large to read: limit is {MAX_READ_FILE_BYTES} bytes"),
-        };
         let (file, size) = open::read(&resolved)?;
         if size > MAX_READ_FILE_BYTES {
-            return Err(too_large());
+            return Err(too_large_to_read());
         }
-        let data = read_sized(file, size).map_err(|err| resolved.io_error(&err))?;
-        if data.len() as u64 > MAX_READ_FILE_BYTES {
-            return Err(too_large());
-        }
-        Ok(data)
+        Ok(FileToRead {
+            file,
+            size,
+            path: resolved.original,
+        })
     }
 
     /// `write-file`: creates or truncates a regular file.
@@ -314,6 +316,38 @@ impl Roots {
                 Ok((open::write(&resolved, true)?, true))
             }
         }
+    }
+}
+
+/// A regular file opened to be read whole ([`Roots::open_to_read`]).
+#[derive(Debug)]
+pub struct FileToRead {
+    file: std::fs::File,
+    size: u64,
+    path: String,
+}
+
+impl FileToRead {
+    /// Its size when it was opened (what it holds may differ by the time it is read).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Reads it whole, within [`MAX_READ_FILE_BYTES`].
+    pub fn read(self) -> Result<Vec<u8>, Error> {
+        let data =
+            read_sized(self.file, self.size).map_err(|err| super::io_error(&self.path, &err))?;
+        if data.len() as u64 > MAX_READ_FILE_BYTES {
+            return Err(too_large_to_read());
+        }
+        Ok(data)
+    }
+}
+
+fn too_large_to_read() -> Error {
+    Error {
+        kind: ErrorKind::TooLarge,
+        message: format!("file is too large to read: limit is {MAX_READ_FILE_BYTES} bytes"),
     }
 }
 
