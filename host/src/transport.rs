@@ -275,13 +275,19 @@ impl Outbound {
     /// while this connection's replies already hold [`OUTBOUND_CONTENTS_BYTES`] (its client is
     /// not reading them). Free while the client keeps up: one atomic operation.
     pub async fn reserve(&self, bytes: u64) -> Result<Reservation, Closed> {
-        let encoded = usize::try_from(bytes.div_ceil(3).saturating_mul(4)).unwrap_or(usize::MAX);
-        let share = budget_share_of(encoded, OUTBOUND_CONTENTS_BYTES);
         Arc::clone(&self.contents)
-            .acquire_many_owned(share)
+            .acquire_many_owned(contents_share(bytes))
             .await
             .map(|permit| Reservation(Some(permit)))
             .map_err(|_| Closed)
+    }
+
+    /// [`Outbound::reserve`] if there is room now: no future, no wait.
+    pub fn try_reserve(&self, bytes: u64) -> Option<Reservation> {
+        Arc::clone(&self.contents)
+            .try_acquire_many_owned(contents_share(bytes))
+            .ok()
+            .map(|permit| Reservation(Some(permit)))
     }
 
     /// Asks the writer to write everything queued so far and stop, although senders may still
@@ -301,6 +307,12 @@ impl Outbound {
 /// one message larger than the budget waits for an empty budget instead of forever.
 fn budget_share(text: &str, limit: usize) -> u32 {
     budget_share_of(text.len(), limit)
+}
+
+/// The claim on [`OUTBOUND_CONTENTS_BYTES`] of `bytes` of contents: their base64 size.
+fn contents_share(bytes: u64) -> u32 {
+    let encoded = usize::try_from(bytes.div_ceil(3).saturating_mul(4)).unwrap_or(usize::MAX);
+    budget_share_of(encoded, OUTBOUND_CONTENTS_BYTES)
 }
 
 fn budget_share_of(len: usize, limit: usize) -> u32 {

@@ -39,14 +39,14 @@ impl HostState {
     /// Reserves room in the calling connection's replies for `bytes` of contents, waiting
     /// while its client is not reading them (the wait is host time, not the guest's).
     pub(super) async fn reserve_contents(&mut self, bytes: u64) -> Reservation {
-        let Some(outbound) = self
-            .call
-            .as_ref()
-            .and_then(|call| call.reply.as_ref())
-            .map(|reply| reply.outbound().clone())
-        else {
+        let Some(reply) = self.call.as_ref().and_then(|call| call.reply.as_ref()) else {
             return Reservation::default();
         };
+        // While the client keeps up, as cheap as an atomic operation.
+        if let Some(reserved) = reply.outbound().try_reserve(bytes) {
+            return reserved;
+        }
+        let outbound = reply.outbound().clone();
         let started = Instant::now();
         // A closed connection reads nothing: there is nothing to hold back.
         let reserved = outbound.reserve(bytes).await.unwrap_or_default();
