@@ -47,6 +47,14 @@ async fn events_until_closed(client: &mut Client, id: &str) -> Vec<Value> {
     }
 }
 
+/// The `process/exited` notification among a process's events.
+fn exit_event(events: &[Value]) -> &Value {
+    events
+        .iter()
+        .find(|e| e["method"] == "process/exited")
+        .expect("exited event")
+}
+
 fn decode(chunk: &Value) -> Vec<u8> {
     STANDARD
         .decode(chunk.as_str().expect("base64 string"))
@@ -349,10 +357,7 @@ async fn terminate_and_interrupt_semantics() {
         json!({"running": true})
     );
     let events = events_until_closed(&mut client, "t").await;
-    let exited = events
-        .iter()
-        .find(|e| e["method"] == "process/exited")
-        .expect("exited event");
+    let exited = exit_event(&events);
     assert_eq!(exited["params"]["exitCode"], 143);
     let closed = events.last().expect("closed event");
     assert_eq!(
@@ -384,10 +389,7 @@ async fn terminate_and_interrupt_semantics() {
         .call("process/terminate", json!({"processId": "stubborn"}))
         .await;
     let events = events_until_closed(&mut client, "stubborn").await;
-    let exited = events
-        .iter()
-        .find(|e| e["method"] == "process/exited")
-        .expect("exited event");
+    let exited = exit_event(&events);
     assert_eq!(exited["params"]["exitCode"], 137);
 
     // interrupt reaches a shell trapping INT.
@@ -412,10 +414,7 @@ async fn terminate_and_interrupt_semantics() {
         json!({})
     );
     let events = events_until_closed(&mut client, "trap").await;
-    let exited = events
-        .iter()
-        .find(|e| e["method"] == "process/exited")
-        .expect("exited event");
+    let exited = exit_event(&events);
     assert_eq!(exited["params"]["exitCode"], 7);
     assert_eq!(
         client
@@ -483,10 +482,7 @@ async fn signals_ignored_by_wexec_are_default_in_its_processes() {
         )
         .await;
     let events = events_until_closed(&mut client, "trap").await;
-    let exited = events
-        .iter()
-        .find(|e| e["method"] == "process/exited")
-        .expect("exited event");
+    let exited = exit_event(&events);
     assert_eq!(exited["params"]["exitCode"], 7);
 }
 
