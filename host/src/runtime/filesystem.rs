@@ -15,6 +15,7 @@ mod host;
 mod open;
 mod ops;
 mod resolve;
+mod tree;
 
 use std::io;
 use std::path::{Component, Path, PathBuf};

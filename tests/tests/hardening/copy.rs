@@ -1,7 +1,8 @@
 //! `fs/copy` cannot be turned against the server: a tree is never copied into itself, however
-//! the destination is reached (a symlink, directories that do not exist yet), and a tree of
-//! any depth is copied without risking the stack a plugin call runs on (docs/plugins.md,
-//! "Filesystem").
+//! the destination is reached (a symlink, directories that do not exist yet), no symlink
+//! inside either tree is gone through (so a planted link cannot aim the copy at the compile
+//! cache or at its own output), and a tree of any depth is copied without risking the stack a
+//! plugin call runs on (docs/plugins.md, "Filesystem").
 
 use pretty_assertions::assert_eq;
 use serde_json::json;
@@ -90,4 +91,94 @@ async fn a_deep_tree_is_copied_without_exhausting_a_stack() {
             .await["entries"][0]["fileName"],
         "d"
     );
+}
+
+/// A link planted inside the destination tree, pointing at the compile cache: copying a tree
+/// with the same layout would write the attacker's artifact and digest into the cache, to be
+/// run as native code at the next start. The copy leaves the link alone.
+#[tokio::test]
+async fn a_link_planted_in_the_destination_cannot_aim_a_copy_at_the_compile_cache() {
+    let dir = TempDir::new();
+    let root = dir.path();
+    let mut command = wexec_tests::command(&["--fs-root", &root.display().to_string()]);
+    command.env("XDG_CACHE_HOME", root.join("c"));
+    let (_server, mut client) = wexec_tests::spawn_stdio_with(command);
+    client.handshake().await;
+    let cache = root.join("c/wexec");
+    let snapshot = || {
+        // Names and content hashes: a diff of megabytes would not fit in a failure message.
+        let mut files: Vec<(std::path::PathBuf, u64)> = std::fs::read_dir(&cache)
+            .expect("cache")
+            .flatten()
+            .map(|entry| {
+                use std::hash::{Hash, Hasher};
+                let path = entry.path();
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                match std::fs::symlink_metadata(&path) {
+                    Ok(meta) if meta.is_file() => {
+                        std::fs::read(&path).expect("read").hash(&mut hasher)
+                    }
+                    _ => "not a regular file".hash(&mut hasher),
+                }
+                (path, hasher.finish())
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let before = snapshot();
+    let artifact = before
+        .iter()
+        .find(|(path, _)| path.extension().is_some_and(|ext| ext == "cwasm"))
+        .map(|(path, _)| path.file_name().expect("name").to_owned())
+        .expect("an artifact");
+    std::fs::create_dir_all(root.join("S/sub")).expect("mkdir");
+    std::fs::write(root.join("S/sub").join(&artifact), "attacker's code").expect("write");
+    std::fs::write(root.join("S/sub/new.cwasm"), "attacker's code").expect("write");
+    std::fs::create_dir_all(root.join("T")).expect("mkdir");
+    std::os::unix::fs::symlink("../c/wexec", root.join("T/sub")).expect("symlink");
+    client
+        .call(
+            "fs/copy",
+            json!({
+                "sourcePath": root.join("S").display().to_string(),
+                "destinationPath": root.join("T").display().to_string(),
+                "recursive": true,
+            }),
+        )
+        .await;
+    assert_eq!(snapshot(), before, "the cache is untouched");
+    assert!(root.join("T/sub").is_symlink());
+}
+
+/// A link in the destination back into the source: followed, each level of the copy would
+/// land inside the source and be copied again (2,049 levels and 2 GB from a 1 MB file, until
+/// the name grew too long). Not followed, the copy ends at once.
+#[tokio::test]
+async fn a_link_in_the_destination_cannot_make_a_copy_feed_on_its_output() {
+    let dir = TempDir::new();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("S/a/a")).expect("mkdir");
+    std::fs::write(root.join("S/a/a/blob"), vec![7u8; 100_000]).expect("write");
+    std::fs::create_dir_all(root.join("T")).expect("mkdir");
+    std::os::unix::fs::symlink("../S/a/a", root.join("T/a")).expect("symlink");
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root.display().to_string()]);
+    client.handshake().await;
+    client
+        .call(
+            "fs/copy",
+            json!({
+                "sourcePath": root.join("S").display().to_string(),
+                "destinationPath": root.join("T").display().to_string(),
+                "recursive": true,
+            }),
+        )
+        .await;
+    let mut names: Vec<String> = std::fs::read_dir(root.join("S/a/a"))
+        .expect("list")
+        .flatten()
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["blob"], "nothing was copied into the source");
 }

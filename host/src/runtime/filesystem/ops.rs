@@ -7,9 +7,7 @@ use std::time::UNIX_EPOCH;
 use rustix::fs::FileType;
 
 use super::resolve::Resolved;
-use super::{
-    Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, OpenRoot, Roots, invalid, open,
-};
+use super::{Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Roots, invalid, open};
 use crate::runtime::bindings::wexec::plugin::filesystem::{DirEntry, FileKind, Metadata, OpenMode};
 
 /// Most path components the symlinks of one directory listing may walk together: a
@@ -293,7 +291,7 @@ impl Roots {
                     "fs/copy cannot copy a directory to itself or one of its descendants".into(),
                 ));
             }
-            return copy_tree(&from, &to).map_err(|err| to.io_error(&err));
+            return super::tree::copy_tree(&from, &to).map_err(|err| to.io_error(&err));
         }
         match copy_entry(&from, &meta, &to) {
             Ok(()) => Ok(()),
@@ -389,56 +387,6 @@ fn copy_entry(
     std::io::copy(&mut source, &mut target)
         .map(drop)
         .map_err(CopyError::Io)
-}
-
-/// Copies a directory tree; entries are named from the (symlink-free) resolved paths, links
-/// are copied as links, and FIFOs, sockets and devices are skipped rather than failing it.
-/// Walks with a queue, not recursion: however deep the tree, no stack is at risk.
-fn copy_tree<'a>(from: &Resolved<'a>, to: &Resolved<'a>) -> std::io::Result<()> {
-    to.root.dir.create_dir_all(&to.relative)?;
-    let mut pending = vec![(from.clone(), to.clone())];
-    while let Some((from, to)) = pending.pop() {
-        for entry in from.root.dir.read_dir(&from.relative)? {
-            let name = entry?.file_name();
-            let (from_child, to_child) = (entry_of(&from, &name), entry_of(&to, &name));
-            if from.root.hides(&from_child.relative) || to.root.hides(&to_child.relative) {
-                continue;
-            }
-            let meta = from.root.dir.symlink_metadata(&from_child.relative)?;
-            if meta.is_dir() {
-                to.root.dir.create_dir(&to_child.relative).or_else(|err| {
-                    if err.kind() == std::io::ErrorKind::AlreadyExists {
-                        Ok(())
-                    } else {
-                        Err(err)
-                    }
-                })?;
-                pending.push((from_child, to_child));
-                continue;
-            }
-            match copy_entry(&from_child, &meta, &to_child) {
-                Ok(()) | Err(CopyError::Unsupported | CopyError::Refused(_)) => {}
-                Err(CopyError::Io(err)) => return Err(err),
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The entry `name` of a resolved directory, as a resolved path of its own (not followed).
-fn entry_of<'a>(directory: &Resolved<'a>, name: &std::ffi::OsStr) -> Resolved<'a> {
-    let root: &'a OpenRoot = directory.root;
-    Resolved {
-        root,
-        relative: child(directory, name),
-        last: None,
-        exists: true,
-        original: format!(
-            "{}/{}",
-            directory.original.trim_end_matches('/'),
-            name.to_string_lossy()
-        ),
-    }
 }
 
 #[cfg(test)]
