@@ -8,6 +8,15 @@ use pretty_assertions::assert_eq;
 use serde_json::json;
 use wexec_tests::{TempDir, rpc_error, spawn_stdio};
 
+/// The params of a recursive `fs/copy`.
+fn tree_copy(from: &std::path::Path, to: &std::path::Path) -> serde_json::Value {
+    json!({
+        "sourcePath": from.display().to_string(),
+        "destinationPath": to.display().to_string(),
+        "recursive": true,
+    })
+}
+
 #[tokio::test]
 async fn a_tree_is_never_copied_into_itself_through_a_symlink() {
     let dir = TempDir::new();
@@ -26,11 +35,7 @@ async fn a_tree_is_never_copied_into_itself_through_a_symlink() {
             client
                 .call_err(
                     "fs/copy",
-                    json!({
-                        "sourcePath": root.join("tree").display().to_string(),
-                        "destinationPath": root.join(destination).display().to_string(),
-                        "recursive": true,
-                    }),
+                    tree_copy(&root.join("tree"), &root.join(destination))
                 )
                 .await,
             into_itself,
@@ -42,11 +47,7 @@ async fn a_tree_is_never_copied_into_itself_through_a_symlink() {
     client
         .call(
             "fs/copy",
-            json!({
-                "sourcePath": root.join("link").display().to_string(),
-                "destinationPath": root.join("beside").display().to_string(),
-                "recursive": true,
-            }),
+            tree_copy(&root.join("link"), &root.join("beside")),
         )
         .await;
     assert!(
@@ -67,14 +68,7 @@ async fn a_deep_tree_is_copied_without_exhausting_a_stack() {
     let (_server, mut client) = spawn_stdio(&["--fs-root", &root.display().to_string()]);
     client.handshake().await;
     client
-        .call(
-            "fs/copy",
-            json!({
-                "sourcePath": root.join("a").display().to_string(),
-                "destinationPath": root.join("b").display().to_string(),
-                "recursive": true,
-            }),
-        )
+        .call("fs/copy", tree_copy(&root.join("a"), &root.join("b")))
         .await;
     let copied = (0..depth).fold(root.join("b"), |path, _| path.join("d"));
     assert_eq!(
@@ -138,14 +132,7 @@ async fn a_link_planted_in_the_destination_cannot_aim_a_copy_at_the_compile_cach
     std::fs::create_dir_all(root.join("T")).expect("mkdir");
     std::os::unix::fs::symlink("../c/wexec", root.join("T/sub")).expect("symlink");
     client
-        .call(
-            "fs/copy",
-            json!({
-                "sourcePath": root.join("S").display().to_string(),
-                "destinationPath": root.join("T").display().to_string(),
-                "recursive": true,
-            }),
-        )
+        .call("fs/copy", tree_copy(&root.join("S"), &root.join("T")))
         .await;
     assert_eq!(snapshot(), before, "the cache is untouched");
     assert!(root.join("T/sub").is_symlink());
@@ -165,14 +152,7 @@ async fn a_link_in_the_destination_cannot_make_a_copy_feed_on_its_output() {
     let (_server, mut client) = spawn_stdio(&["--fs-root", &root.display().to_string()]);
     client.handshake().await;
     client
-        .call(
-            "fs/copy",
-            json!({
-                "sourcePath": root.join("S").display().to_string(),
-                "destinationPath": root.join("T").display().to_string(),
-                "recursive": true,
-            }),
-        )
+        .call("fs/copy", tree_copy(&root.join("S"), &root.join("T")))
         .await;
     let mut names: Vec<String> = std::fs::read_dir(root.join("S/a/a"))
         .expect("list")
