@@ -231,10 +231,8 @@ async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Opt
         if let Err(err) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "cannot set TCP_NODELAY: {err}");
         }
-        let (handshake, displaced) = handshakes.admit(peer.ip());
-        if displaced {
-            tracing::debug!(%peer, "closed the oldest socket still sending its request head");
-        }
+        // A socket this one displaces says so itself.
+        let handshake = handshakes.admit(peer.ip());
         let server = Arc::clone(&server);
         let token = token.clone();
         tokio::spawn(async move {

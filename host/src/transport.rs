@@ -226,7 +226,7 @@ impl Outbound {
             direct.queued();
         }
         let queued = match Arc::clone(&self.budget)
-            .try_acquire_many_owned(budget_share(&text, OUTBOUND_QUEUE_BYTES))
+            .try_acquire_many_owned(budget_share(text.len(), OUTBOUND_QUEUE_BYTES))
         {
             Ok(permit) => self
                 .queue
@@ -257,7 +257,7 @@ impl Outbound {
 
     async fn enqueue(&self, text: String, reserved: Reservation) -> Result<(), Closed> {
         let permit = Arc::clone(&self.budget)
-            .acquire_many_owned(budget_share(&text, OUTBOUND_QUEUE_BYTES))
+            .acquire_many_owned(budget_share(text.len(), OUTBOUND_QUEUE_BYTES))
             .await
             .map_err(|_| Closed)?;
         self.queue
@@ -303,19 +303,15 @@ impl Outbound {
     }
 }
 
-/// A message's claim on a byte budget of `limit`: its size, capped at the whole budget so that
-/// one message larger than the budget waits for an empty budget instead of forever.
-fn budget_share(text: &str, limit: usize) -> u32 {
-    budget_share_of(text.len(), limit)
-}
-
 /// The claim on [`OUTBOUND_CONTENTS_BYTES`] of `bytes` of contents: their base64 size.
 fn contents_share(bytes: u64) -> u32 {
     let encoded = usize::try_from(bytes.div_ceil(3).saturating_mul(4)).unwrap_or(usize::MAX);
-    budget_share_of(encoded, OUTBOUND_CONTENTS_BYTES)
+    budget_share(encoded, OUTBOUND_CONTENTS_BYTES)
 }
 
-fn budget_share_of(len: usize, limit: usize) -> u32 {
+/// A claim of `len` bytes on a byte budget of `limit`, capped at the whole budget so that one
+/// message larger than the budget waits for an empty budget instead of forever.
+fn budget_share(len: usize, limit: usize) -> u32 {
     u32::try_from(len.clamp(1, limit)).unwrap_or(u32::MAX)
 }
 

@@ -129,6 +129,15 @@ impl resolve::Resolved<'_> {
     }
 }
 
+/// The entry `name` of `directory`, a path relative to a root (`.` for the root itself).
+fn child_of(directory: &Path, name: &std::ffi::OsStr) -> PathBuf {
+    if directory == Path::new(".") {
+        PathBuf::from(name)
+    } else {
+        directory.join(name)
+    }
+}
+
 /// Makes `path` absolute-normal: `.` dropped, `..` applied lexically. `None` if relative.
 fn normalize(path: &Path) -> Option<PathBuf> {
     if !path.is_absolute() {

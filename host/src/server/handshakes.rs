@@ -48,8 +48,7 @@ impl Handshakes {
     }
 
     /// Admits a socket from `address`, displacing an older pending head if the table is full.
-    /// Returns the admission and whether one was displaced.
-    pub fn admit(self: &Arc<Self>, address: IpAddr) -> (Pending, bool) {
+    pub fn admit(self: &Arc<Self>, address: IpAddr) -> Pending {
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         let crowded = table.per_address.get(&address).copied().unwrap_or(0) >= MAX_PER_ADDRESS;
         let victim = if crowded {
@@ -71,12 +70,11 @@ impl Handshakes {
         let (displace, displaced) = oneshot::channel();
         table.pending.insert(id, (address, displace));
         *table.per_address.entry(address).or_default() += 1;
-        let pending = Pending {
+        Pending {
             handshakes: Arc::clone(self),
             id,
             displaced,
-        };
-        (pending, victim.is_some())
+        }
     }
 
     /// How many heads are pending.
@@ -128,19 +126,18 @@ mod tests {
     fn a_full_table_displaces_the_oldest_and_a_crowded_address_its_own_oldest() {
         let handshakes = Handshakes::new();
         let mut crowd: Vec<Pending> = (0..MAX_PER_ADDRESS)
-            .map(|_| handshakes.admit(address(1)).0)
+            .map(|_| handshakes.admit(address(1)))
             .collect();
-        let (mut other, displaced) = handshakes.admit(address(2));
-        assert!(!displaced);
+        let mut other = handshakes.admit(address(2));
+        assert!(!crowd.iter_mut().any(gone), "room for another address");
         // The crowded address displaces its own oldest, not anyone else's.
-        let (mut newest, displaced) = handshakes.admit(address(1));
-        assert!(displaced);
+        let mut newest = handshakes.admit(address(1));
         assert!(gone(&mut crowd[0]));
         assert!(!gone(&mut crowd[1]) && !gone(&mut other));
         assert_eq!(handshakes.len(), MAX_PER_ADDRESS + 1);
         // Many addresses: the table stays full, and the oldest of all go first.
         let mut others: Vec<Pending> = (0..MAX_PENDING)
-            .map(|index| handshakes.admit(address(3 + (index % 100) as u8)).0)
+            .map(|index| handshakes.admit(address(3 + (index % 100) as u8)))
             .collect();
         assert_eq!(handshakes.len(), MAX_PENDING);
         assert!(crowd.iter_mut().all(gone) && gone(&mut other) && gone(&mut newest));

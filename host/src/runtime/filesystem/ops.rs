@@ -351,11 +351,7 @@ fn too_large_to_read() -> Error {
 
 /// The entry `name` of a resolved directory, relative to the root.
 fn child(directory: &Resolved<'_>, name: &std::ffi::OsStr) -> PathBuf {
-    if directory.is_root() {
-        PathBuf::from(name)
-    } else {
-        directory.relative.join(name)
-    }
+    super::child_of(&directory.relative, name)
 }
 
 enum CopyError {

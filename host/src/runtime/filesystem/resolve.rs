@@ -35,7 +35,6 @@ pub const MAX_PATH_COMPONENTS: usize = 1024;
 pub const MAX_LINK_HOPS: usize = 40;
 
 /// A request path inside a root.
-#[derive(Clone)]
 pub struct Resolved<'a> {
     /// The root the path is in.
     pub root: &'a OpenRoot,

@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use cap_std::fs::OpenOptionsExt;
 use rustix::fs::{FileType, Mode, OFlags};
 
-use super::OpenRoot;
 use super::resolve::Resolved;
+use super::{OpenRoot, child_of};
 
 /// One directory of each tree, opened, and where it is relative to its root.
 struct Level {
@@ -64,8 +64,8 @@ fn copy_level(
         }
         let name = std::ffi::OsStr::from_bytes(name.to_bytes());
         let (from_relative, to_relative) = (
-            child(&level.from_relative, name),
-            child(&level.to_relative, name),
+            child_of(&level.from_relative, name),
+            child_of(&level.to_relative, name),
         );
         if from_root.hides(&from_relative) || to_root.hides(&to_relative) {
             continue;
@@ -147,13 +147,4 @@ fn is_regular(fd: &OwnedFd) -> bool {
 fn open_dir(dir: impl AsFd, name: &std::ffi::OsStr) -> io::Result<OwnedFd> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     Ok(rustix::fs::openat(dir, name, flags, Mode::empty())?)
-}
-
-/// The entry `name` of `directory` (relative to its root, `.` for the root itself).
-fn child(directory: &std::path::Path, name: &std::ffi::OsStr) -> PathBuf {
-    if directory == std::path::Path::new(".") {
-        PathBuf::from(name)
-    } else {
-        directory.join(name)
-    }
 }
