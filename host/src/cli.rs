@@ -8,7 +8,9 @@ use clap::Parser;
 
 use crate::config::ConfigError;
 use crate::grants::{Grants, HostPattern, PatternError};
+use crate::process::supervisor::wire::Rlimits;
 use crate::runtime::{Limits, LoadError, PluginSpec, read_plugin_file};
+use crate::sandbox::{Ceiling, Mode};
 
 /// wexec: an exec host for AI agents and remote tools.
 ///
@@ -84,6 +86,49 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = (crate::transport::budget::DEFAULT_INBOUND_BYTES >> 20) as u64)]
     pub max_inbound_mib: u64,
 
+    /// The process sandbox ceiling: what any process may do at most (a client's `sandbox` can
+    /// only narrow it). See docs/sandbox.md.
+    #[arg(long = "sandbox", value_name = "MODE", value_enum, default_value_t = Mode::WorkspaceWrite)]
+    pub sandbox_mode: Mode,
+
+    /// A directory processes may write under workspace-write (repeatable; default: the fs
+    /// roots and the temp dir). Must exist.
+    #[arg(long = "writable-root", value_name = "DIR")]
+    pub writable_roots: Vec<PathBuf>,
+
+    /// Confine process reads to these directories (repeatable), the writable roots and the
+    /// minimal system set programs need; default: the whole disk is readable.
+    #[arg(long = "readable-root", value_name = "DIR")]
+    pub readable_roots: Vec<PathBuf>,
+
+    /// Let processes use the network (default: only AF_UNIX socket pairs).
+    #[arg(long)]
+    pub process_network: bool,
+
+    /// Refuse every process/* request.
+    #[arg(long)]
+    pub no_processes: bool,
+
+    /// CPU seconds each process (and each descendant) may use (RLIMIT_CPU).
+    #[arg(long, value_name = "N")]
+    pub process_cpu_seconds: Option<u64>,
+
+    /// Address space per process, in MiB (RLIMIT_AS).
+    #[arg(long, value_name = "N")]
+    pub process_memory_mib: Option<u64>,
+
+    /// Open files per process (RLIMIT_NOFILE).
+    #[arg(long, value_name = "N")]
+    pub process_open_files: Option<u64>,
+
+    /// Largest file a process may write, in MiB (RLIMIT_FSIZE).
+    #[arg(long, value_name = "N")]
+    pub process_file_size_mib: Option<u64>,
+
+    /// Testing aid: behave as on a kernel without the sandbox's mechanisms.
+    #[arg(long, hide = true)]
+    pub simulate_missing_sandbox: bool,
+
     /// A tool to run instead of serving.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -125,6 +170,12 @@ pub struct Settings {
     pub reload: Option<ReloadSource>,
     /// What this wexec serves at most.
     pub limits: crate::server::limits::ServerLimits,
+    /// The process sandbox ceiling.
+    pub ceiling: Ceiling,
+    /// Per-process kernel limits.
+    pub process_limits: Rlimits,
+    /// Pretend the kernel cannot confine processes (tests).
+    pub simulate_missing_sandbox: bool,
 }
 
 /// What a reload re-reads: the config file and every plugin file, as at startup.
@@ -191,6 +242,16 @@ pub enum StartupError {
     /// A limit that cannot work.
     #[error("{0}")]
     Limit(String),
+    /// A `--writable-root` or `--readable-root` that is not a directory.
+    #[error("{option} `{path}` is not usable: {reason}")]
+    BadRoot {
+        /// The option.
+        option: &'static str,
+        /// The root as given.
+        path: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl Options {
@@ -237,7 +298,28 @@ impl Options {
                 return Err(StartupError::Limit(format!("{option} must be at least 1")));
             }
         }
+        let ceiling = self.ceiling(&fs_roots)?;
+        let mib = |value: Option<u64>| value.map(|mib| mib.saturating_mul(1024 * 1024));
+        let process_limits = Rlimits {
+            cpu_seconds: self.process_cpu_seconds,
+            address_space: mib(self.process_memory_mib),
+            open_files: self.process_open_files,
+            file_size: mib(self.process_file_size_mib),
+        };
+        for (option, value) in [
+            ("--process-cpu-seconds", self.process_cpu_seconds),
+            ("--process-memory-mib", self.process_memory_mib),
+            ("--process-open-files", self.process_open_files),
+            ("--process-file-size-mib", self.process_file_size_mib),
+        ] {
+            if value == Some(0) {
+                return Err(StartupError::Limit(format!("{option} must be at least 1")));
+            }
+        }
         Ok(Settings {
+            ceiling,
+            process_limits,
+            simulate_missing_sandbox: self.simulate_missing_sandbox,
             listen,
             token,
             detach_ttl: Duration::from_secs(self.detach_ttl),
@@ -287,6 +369,48 @@ impl Options {
             }
         }
         Ok(specs)
+    }
+
+    /// The sandbox ceiling: roots must exist; writable roots default to the fs roots and the
+    /// temp dir.
+    fn ceiling(&self, fs_roots: &[PathBuf]) -> Result<Ceiling, StartupError> {
+        let directories = |option: &'static str, paths: &[PathBuf]| {
+            paths
+                .iter()
+                .map(|path| {
+                    let bad = |reason: String| StartupError::BadRoot {
+                        option,
+                        path: path.display().to_string(),
+                        reason,
+                    };
+                    let canonical =
+                        std::fs::canonicalize(path).map_err(|err| bad(err.to_string()))?;
+                    if !canonical.is_dir() {
+                        return Err(bad("not a directory".to_owned()));
+                    }
+                    Ok(canonical)
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let writable = if self.writable_roots.is_empty() {
+            let mut writable = fs_roots.to_vec();
+            writable.push(crate::sandbox::canonical(&std::env::temp_dir()));
+            writable
+        } else {
+            directories("--writable-root", &self.writable_roots)?
+        };
+        let readable = if self.readable_roots.is_empty() {
+            None
+        } else {
+            Some(directories("--readable-root", &self.readable_roots)?)
+        };
+        Ok(Ceiling {
+            mode: self.sandbox_mode,
+            writable,
+            readable,
+            process_network: self.process_network,
+            processes: !self.no_processes,
+        })
     }
 
     fn canonical_fs_roots(&self) -> Result<Vec<PathBuf>, StartupError> {

@@ -53,6 +53,7 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         return Err(RunError::NotPrepared);
     }
     let shutdown = shutdown_signal()?;
+    probe_sandbox(&settings).await?;
     let (listen, token) = (settings.listen, settings.token.clone());
     let server = server::ServerState::new(settings).await?;
     match listen {
@@ -63,6 +64,36 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
             server::serve_websocket(server, addr, token, shutdown).await?;
         }
     }
+    Ok(())
+}
+
+/// Finds out whether this kernel can confine processes; refuses to serve when it cannot
+/// enforce the ceiling (PROTOCOL §3.1), unless the ceiling is `danger-full-access`.
+async fn probe_sandbox(settings: &Settings) -> Result<(), RunError> {
+    if !settings.ceiling.processes {
+        return Ok(());
+    }
+    let outcome = if settings.simulate_missing_sandbox {
+        Err(sandbox::kernel::Unavailable {
+            mechanism: "user namespaces".to_owned(),
+            detail: "simulated by --simulate-missing-sandbox".to_owned(),
+        })
+    } else {
+        process::spawn::probe().await
+    };
+    if let Err(missing) = &outcome {
+        tracing::warn!(
+            "processes cannot be confined on this kernel: {missing} ({})",
+            missing.detail
+        );
+        if settings.ceiling.mode != sandbox::Mode::DangerFullAccess {
+            return Err(RunError::Sandbox(format!(
+                "cannot enforce --sandbox {} on this kernel: {missing}; use --sandbox danger-full-access to run unconfined",
+                settings.ceiling.mode.name()
+            )));
+        }
+    }
+    sandbox::kernel::record(outcome);
     Ok(())
 }
 
@@ -84,6 +115,9 @@ pub enum RunError {
     /// The WebSocket listener failed.
     #[error(transparent)]
     Listen(#[from] ListenError),
+    /// The process sandbox ceiling cannot be enforced on this kernel.
+    #[error("{0}")]
+    Sandbox(String),
 }
 
 /// Resolves on the first SIGINT or SIGTERM. Installed before serving, so an early signal is not

@@ -249,6 +249,23 @@ pub struct Process {
     counted: Mutex<Option<[Token; 2]>>,
     /// Set once the helper is gone: the process and everything it forked have ended.
     gone: watch::Sender<bool>,
+    /// How it was confined, for `sandboxDenied` and `failure`.
+    sandbox: Mutex<SandboxState>,
+}
+
+/// A process's sandbox facts and what wexec did to it.
+#[derive(Debug, Default)]
+struct SandboxState {
+    /// `sandboxType` was not `none`.
+    sandboxed: bool,
+    /// The operator's CPU limit, to name it when the process dies of it.
+    cpu_seconds: Option<u64>,
+    /// `sandboxDenied`, decided at the exit.
+    denied: bool,
+    /// Why wexec ended it.
+    failure: Option<String>,
+    /// Its placeholders, released when it is gone.
+    held: Option<crate::sandbox::Held>,
 }
 
 /// Failures of stdin writes and signals, mapped to -32603 by the handler.
@@ -276,6 +293,7 @@ impl Process {
             commands: Mutex::new(None),
             counted: Mutex::new(Some(counted)),
             gone: watch::Sender::new(false),
+            sandbox: Mutex::new(SandboxState::default()),
         }
     }
 
@@ -298,6 +316,48 @@ impl Process {
         self.gone.send_replace(true);
         *lock(&self.commands) = None;
         *lock(&self.counted) = None;
+        lock(&self.sandbox).held = None;
+    }
+
+    /// Records how the process is confined, before it starts.
+    pub fn set_sandbox(
+        &self,
+        sandboxed: bool,
+        cpu_seconds: Option<u64>,
+        held: Option<crate::sandbox::Held>,
+    ) {
+        let mut state = lock(&self.sandbox);
+        state.sandboxed = sandboxed;
+        state.cpu_seconds = cpu_seconds;
+        state.held = held;
+    }
+
+    /// Records why wexec ends the process (the first reason wins).
+    pub fn set_failure(&self, failure: String) {
+        lock(&self.sandbox).failure.get_or_insert(failure);
+    }
+
+    /// Decides `sandboxDenied` and the CPU-limit `failure` for an exit with `code`; returns
+    /// both as the exit reports them.
+    fn judge_exit(&self, code: i32) -> (bool, Option<String>) {
+        let mentions_denial = lock(&self.log).mentions_denial();
+        let mut state = lock(&self.sandbox);
+        // SIGXCPU: the soft CPU limit.
+        if code == 128 + 24
+            && let Some(seconds) = state.cpu_seconds
+        {
+            state.failure.get_or_insert(format!(
+                "process exceeded its CPU time limit of {seconds} s"
+            ));
+        }
+        state.denied = state.sandboxed && code != 0 && (code == 128 + 31 || mentions_denial);
+        (state.denied, state.failure.clone())
+    }
+
+    /// `sandboxDenied` and `failure` as `process/read` reports them.
+    pub fn verdict(&self) -> (bool, Option<String>) {
+        let state = lock(&self.sandbox);
+        (state.denied, state.failure.clone())
     }
 
     /// SIGKILLs whatever the process left running.

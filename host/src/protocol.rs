@@ -57,6 +57,7 @@ mod fs;
 mod http;
 mod plugin;
 mod process;
+pub mod sandbox;
 
 pub use fs::*;
 pub use http::*;

@@ -1,106 +1,173 @@
-//! The Codex sandbox context of a request (PROTOCOL §7.3). wexec enforces no platform sandbox,
-//! so it serves a request only when the requested confinement is one it does not need to
-//! enforce; anything else is refused before any side effect.
+//! Sandboxes (PROTOCOL §7.3, docs/sandbox.md): the operator ceiling, a client's request, and
+//! the effective policy — ceiling ∩ request, per path and for the network — a process runs
+//! under or a filesystem call is checked against. Enforcing it is the process supervisor's
+//! job ([`crate::process`]); this module only decides.
 
-use serde_json::Value;
+mod ceiling;
+pub mod kernel;
+mod placeholders;
+mod request;
+pub mod rules;
 
+use std::path::{Path, PathBuf};
+
+pub use ceiling::{Ceiling, Mode};
+pub use placeholders::{Held, hold};
+pub use request::request_rules;
+
+use crate::process::supervisor::wire::{Confinement, Layer, LayerAccess};
+use crate::protocol::sandbox::SandboxContext;
 use crate::rpc::{RpcError, invalid_params};
+use rules::Level;
 
-/// What the request is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// An `fs/*` method (confined by the roots instead).
-    Filesystem,
-    /// `process/start`.
-    Process,
-}
-
-/// The refusal text.
+/// The refusal when the kernel cannot enforce what a request needs (Codex's text).
 pub const REFUSAL: &str = "sandbox intent cannot be enforced on this executor";
 
-/// Accepts `sandbox` if wexec can honour it for `purpose`.
-pub fn check(sandbox: Option<&Value>, purpose: Purpose) -> Result<(), RpcError> {
-    let permissions = match sandbox.and_then(|sandbox| sandbox.get("permissions")) {
-        None | Some(Value::Null) => return Ok(()),
-        Some(permissions) => permissions,
-    };
-    let kind = permissions.get("type").and_then(Value::as_str);
-    let allowed = match kind {
-        Some("disabled" | "external") => true,
-        Some("managed") => {
-            let unrestricted_fs = permissions
-                .get("file_system")
-                .and_then(|fs| fs.get("type"))
-                .and_then(Value::as_str)
-                == Some("unrestricted");
-            let network_enabled =
-                permissions.get("network").and_then(Value::as_str) == Some("enabled");
-            unrestricted_fs && (purpose == Purpose::Filesystem || network_enabled)
-        }
-        _ => false,
-    };
-    if allowed {
-        Ok(())
-    } else {
-        Err(invalid_params(REFUSAL))
-    }
+/// Codex's `sandboxType` when something is enforced (or a `sandbox` was sent).
+pub const SANDBOXED: &str = "linuxSeccomp";
+/// Codex's `sandboxType` otherwise.
+pub const UNSANDBOXED: &str = "none";
+
+/// How one process runs.
+#[derive(Debug)]
+pub struct ProcessPolicy {
+    /// `sandboxType` of the reply.
+    pub sandbox_type: &'static str,
+    /// The confinement, `None` when nothing is restricted.
+    pub confinement: Option<Confinement>,
+    /// Read-only paths to create (and remove afterwards) so that they can be mounted over.
+    pub placeholders: Vec<PathBuf>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn table() {
-        let managed = |fs: &str, network: Value| json!({"permissions": {"type": "managed", "file_system": {"type": fs}, "network": network}});
-        let cases = [
-            (None, true, true),
-            (Some(json!({})), true, true),
-            (Some(json!({"permissions": null})), true, true),
-            (
-                Some(json!({"permissions": {"type": "disabled"}})),
-                true,
-                true,
-            ),
-            (
-                Some(json!({"permissions": {"type": "external", "network": "restricted"}})),
-                true,
-                true,
-            ),
-            (Some(managed("unrestricted", json!("enabled"))), true, true),
-            (
-                Some(managed("unrestricted", json!("restricted"))),
-                true,
-                false,
-            ),
-            (Some(managed("unrestricted", Value::Null)), true, false),
-            (Some(managed("restricted", json!("enabled"))), false, false),
-            (
-                Some(json!({"permissions": {"type": "workspace-write"}})),
-                false,
-                false,
-            ),
-            (Some(json!({"permissions": {"type": 5}})), false, false),
-            (Some(json!({"permissions": "yes"})), false, false),
-        ];
-        for (sandbox, fs_ok, process_ok) in cases {
-            assert_eq!(
-                check(sandbox.as_ref(), Purpose::Filesystem).is_ok(),
-                fs_ok,
-                "fs {sandbox:?}"
-            );
-            assert_eq!(
-                check(sandbox.as_ref(), Purpose::Process).is_ok(),
-                process_ok,
-                "process {sandbox:?}"
-            );
-        }
-        assert_eq!(
-            check(Some(&json!({"permissions": {}})), Purpose::Process)
-                .unwrap_err()
-                .message,
-            REFUSAL
-        );
+/// The policy of a `process/start` in `cwd` with the child's `tmpdir`. Refused (-32602) when
+/// the request is malformed for wexec or the kernel cannot enforce what it needs.
+pub fn process_policy(
+    ceiling: &Ceiling,
+    request: Option<&SandboxContext>,
+    cwd: &Path,
+    tmpdir: Option<&Path>,
+) -> Result<ProcessPolicy, RpcError> {
+    let (request_rules, request_network) = match request {
+        Some(context) => request_rules(context, cwd, tmpdir)?,
+        None => (rules::Rules::full(), true),
+    };
+    let layers = rules::layers(&ceiling.rules(), &request_rules);
+    let network = request_network && ceiling.network();
+    let restricted = rules::restricts(&layers, network);
+    let sandbox_type = if restricted || request.is_some() {
+        SANDBOXED
+    } else {
+        UNSANDBOXED
+    };
+    if !restricted {
+        return Ok(ProcessPolicy {
+            sandbox_type,
+            confinement: None,
+            placeholders: Vec::new(),
+        });
     }
+    if kernel::available().is_err() {
+        return Err(invalid_params(REFUSAL));
+    }
+    let placeholders = placeholders_for(&layers)?;
+    Ok(ProcessPolicy {
+        sandbox_type,
+        confinement: Some(Confinement {
+            layers: layers
+                .into_iter()
+                .map(|(path, level)| Layer {
+                    path: path.to_string_lossy().into_owned(),
+                    access: match level {
+                        Level::Hidden => LayerAccess::Hidden,
+                        Level::Absent => LayerAccess::Absent,
+                        Level::Read => LayerAccess::Read,
+                        Level::Write => LayerAccess::Write,
+                    },
+                })
+                .collect(),
+            network,
+            probe: false,
+        }),
+        placeholders,
+    })
+}
+
+/// Missing paths that must stay unwritable inside a writable one: each gets an empty
+/// directory to mount over while the process runs (Codex mounts an empty read-only directory
+/// there too). A missing one whose parent is missing as well cannot be held so (the parent
+/// could be created and renamed away), so it is refused: never less than was asked.
+fn placeholders_for(layers: &[(PathBuf, Level)]) -> Result<Vec<PathBuf>, RpcError> {
+    let level_of = |path: &Path| {
+        layers
+            .iter()
+            .filter(|(layer, _)| path.starts_with(layer))
+            .max_by_key(|(layer, _)| layer.components().count())
+            .map_or(Level::Absent, |(_, level)| *level)
+    };
+    let mut placeholders = Vec::new();
+    for (path, level) in layers {
+        if *level == Level::Write {
+            continue;
+        }
+        // An empty directory may be another process's (or another wexec's) placeholder, which
+        // must not vanish while this process needs it: hold it too.
+        let placeholder = placeholders::is_held(path)
+            || std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none());
+        if std::fs::symlink_metadata(path).is_ok() && !placeholder {
+            continue;
+        }
+        let Some(parent) = path.parent() else {
+            continue;
+        };
+        let mut existing = parent;
+        while std::fs::symlink_metadata(existing).is_err() {
+            match existing.parent() {
+                Some(up) => existing = up,
+                None => break,
+            }
+        }
+        if level_of(existing) != Level::Write {
+            continue; // Nothing can be created there.
+        }
+        if existing != parent {
+            return Err(invalid_params(REFUSAL));
+        }
+        placeholders.push(path.clone());
+    }
+    Ok(placeholders)
+}
+
+/// `path` made absolute and canonical as far as it exists (the rest appended, `.` and `..`
+/// resolved lexically), so that a symbolic link can neither widen nor dodge an entry.
+pub fn canonical(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    let mut missing = Vec::new();
+    let mut existing = path;
+    let base = loop {
+        match existing.parent() {
+            Some(parent) => {
+                if let Some(name) = existing.file_name() {
+                    missing.push(name.to_os_string());
+                }
+                existing = parent;
+                if let Ok(canonical) = std::fs::canonicalize(existing) {
+                    break canonical;
+                }
+            }
+            None => break PathBuf::from("/"),
+        }
+    };
+    let mut result = base;
+    for name in missing.into_iter().rev() {
+        match name.to_str() {
+            Some(".") => {}
+            Some("..") => {
+                result.pop();
+            }
+            _ => result.push(name),
+        }
+    }
+    result
 }

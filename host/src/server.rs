@@ -46,9 +46,20 @@ pub struct ServerState {
     connections: Arc<Counter>,
     /// The plugins and their runtime.
     pub runtime: Runtime,
+    /// How processes run: the sandbox ceiling and the kernel limits.
+    pub processes: ProcessSettings,
     /// `environmentInfo` as the `env` plugin reports it, embedded in the `initialize` result
     /// of new sessions; refreshed after a plugin reload.
     environment_info: std::sync::RwLock<Box<RawValue>>,
+}
+
+/// What the operator set for processes.
+#[derive(Debug, Clone)]
+pub struct ProcessSettings {
+    /// The sandbox ceiling (and whether processes are enabled at all).
+    pub ceiling: crate::sandbox::Ceiling,
+    /// Kernel limits for every process.
+    pub limits: crate::process::supervisor::wire::Rlimits,
 }
 
 impl ServerState {
@@ -65,6 +76,10 @@ impl ServerState {
             inbound: InboundBudget::new(limits.inbound_bytes),
             connections: Counter::new(limits.max_connections),
             runtime,
+            processes: ProcessSettings {
+                ceiling: settings.ceiling,
+                limits: settings.process_limits,
+            },
             environment_info: std::sync::RwLock::new(environment_info),
         });
         if let Some(source) = settings.reload {

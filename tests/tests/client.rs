@@ -17,8 +17,11 @@ use wexec::protocol::{
 };
 use wexec_tests::{TIMEOUT, TempDir, http_server, spawn_websocket};
 
+/// wexec with `args`, its processes unconfined (these tests look at their host pids).
 fn wexec(args: &[&str]) -> StdioCommand {
-    wexec_tests::client_command(args)
+    let mut all = vec!["--sandbox", "danger-full-access"];
+    all.extend_from_slice(args);
+    wexec_tests::client_command(&all)
 }
 
 fn argv(args: &[&str]) -> Vec<String> {

@@ -63,7 +63,7 @@ fn decode(chunk: &Value) -> Vec<u8> {
 
 #[tokio::test]
 async fn output_exit_and_close_are_numbered_in_order_and_replayable() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     start(
         &mut client,
@@ -99,7 +99,7 @@ async fn output_exit_and_close_are_numbered_in_order_and_replayable() {
     assert_eq!(events[1]["params"]["stream"], "stderr");
     assert_eq!(
         events[2]["params"],
-        json!({"processId": "p", "seq": 3, "exitCode": 7, "sandboxDenied": false})
+        json!({"processId": "p", "seq": 3, "exitCode": 7, "sandboxDenied": false, "failure": null})
     );
 
     let replay = client.call("process/read", json!({"processId": "p"})).await;
@@ -130,7 +130,7 @@ async fn output_exit_and_close_are_numbered_in_order_and_replayable() {
 
 #[tokio::test]
 async fn five_megabytes_arrive_whole_with_contiguous_seqs() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     start(&mut client, "big", &["head", "-c", "5000000", "/dev/zero"]).await;
     let events = events_until_closed(&mut client, "big").await;
@@ -149,7 +149,7 @@ async fn five_megabytes_arrive_whole_with_contiguous_seqs() {
 
 #[tokio::test]
 async fn long_poll_wakes_on_output_or_times_out_while_others_are_served() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     start(
         &mut client,
@@ -192,7 +192,7 @@ async fn long_poll_wakes_on_output_or_times_out_while_others_are_served() {
 
 #[tokio::test]
 async fn tty_echo_stdin_states_and_write_ids() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     let mut params = start_params("tty", &["cat"]);
     params["tty"] = json!(true);
@@ -261,7 +261,7 @@ async fn tty_echo_stdin_states_and_write_ids() {
 
 #[tokio::test]
 async fn a_write_pipelined_after_its_start_reaches_the_child() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     let mut params = start_params("cat", &["cat"]);
     params["pipeStdin"] = json!(true);
@@ -283,13 +283,23 @@ async fn a_write_pipelined_after_its_start_reaches_the_child() {
 
 #[tokio::test]
 async fn start_validation_order_and_messages() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
-    let mut restrictive = start_params("x", &[]);
-    restrictive["sandbox"] = json!({"permissions": {"type": "workspace-write"}});
+    let mut malformed = start_params("x", &[]);
+    malformed["sandbox"] =
+        json!({"permissions": {"type": "workspace-write"}, "windowsSandboxLevel": "disabled"});
     assert_eq!(
-        client.call_err("process/start", restrictive).await,
-        rpc_error(-32602, "sandbox intent cannot be enforced on this executor")
+        client.call_err("process/start", malformed).await,
+        rpc_error(
+            -32602,
+            "unknown variant `workspace-write`, expected one of `managed`, `disabled`, `external`"
+        )
+    );
+    let mut mxc = start_params("x", &[]);
+    mxc["sandbox"] = json!({"permissions": {"type": "disabled"}, "windowsSandboxLevel": "mxc"});
+    assert_eq!(
+        client.call_err("process/start", mxc).await,
+        rpc_error(-32602, "native MXC is unavailable on this executor")
     );
     let mut proxy = start_params("x", &[]);
     proxy["networkProxy"] = json!({});
@@ -317,10 +327,7 @@ async fn start_validation_order_and_messages() {
                 start_params("missing", &["no-such-program-wexec"])
             )
             .await,
-        rpc_error(
-            -32603,
-            "failed to spawn process: No such file or directory (os error 2)"
-        )
+        rpc_error(-32603, "No such file or directory (os error 2)")
     );
     let mut bad_cwd = start_params("x", &["true"]);
     bad_cwd["cwd"] = json!("file://host/tmp");
@@ -347,7 +354,7 @@ async fn start_validation_order_and_messages() {
 
 #[tokio::test]
 async fn terminate_and_interrupt_semantics() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     start(&mut client, "t", &["sleep", "30"]).await;
     assert_eq!(
@@ -434,7 +441,7 @@ async fn terminate_and_interrupt_semantics() {
 async fn signals_ignored_by_wexec_are_default_in_its_processes() {
     let (_server, mut client) = spawn_stdio_with(command_under(
         &["sh", "-c", r#"trap '' HUP INT QUIT; exec "$0" "$@""#],
-        &[],
+        &["--sandbox", "danger-full-access"],
     ));
     client.handshake().await;
     start(
@@ -493,7 +500,7 @@ fn alive(pid: u32) -> bool {
 
 #[tokio::test]
 async fn no_process_survives_stdin_eof() {
-    let (mut server, mut client) = spawn_stdio(&[]);
+    let (mut server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     start(
         &mut client,
@@ -529,7 +536,7 @@ async fn no_process_survives_stdin_eof() {
 
 #[tokio::test]
 async fn output_produced_while_detached_is_read_after_resume() {
-    let server = spawn_websocket(&[]).await;
+    let server = spawn_websocket(&["--sandbox", "danger-full-access"]).await;
     let mut first = server.connect().await;
     let session = first.handshake().await["sessionId"]
         .as_str()
@@ -612,7 +619,7 @@ async fn run_batch(client: &mut Client, prefix: &str, count: usize) {
 
 #[tokio::test]
 async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
-    let (server, mut client) = spawn_stdio(&[]);
+    let (server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     let pid = server.pid();
     // Warm up lazily created runtime state (blocking threads, reaper registrations) first.
@@ -651,7 +658,7 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
 
 #[tokio::test]
 async fn terminate_is_not_held_up_by_a_write_the_child_never_reads() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     let mut params = start_params("deaf", &["sleep", "60"]);
     params["pipeStdin"] = json!(true);
@@ -716,7 +723,7 @@ async fn wait_gone(pid: u32, within: Duration) -> bool {
 
 #[tokio::test]
 async fn an_expired_session_terminates_its_processes() {
-    let server = spawn_websocket(&["--detach-ttl", "1"]).await;
+    let server = spawn_websocket(&["--sandbox", "danger-full-access", "--detach-ttl", "1"]).await;
     let mut client = server.connect().await;
     client.handshake().await;
     let pid = start_sleeper(&mut client, "sleeper").await;
@@ -735,7 +742,7 @@ async fn an_expired_session_terminates_its_processes() {
 
 #[tokio::test]
 async fn sigterm_to_wexec_terminates_every_process_of_every_session() {
-    let mut server = spawn_websocket(&[]).await;
+    let mut server = spawn_websocket(&["--sandbox", "danger-full-access"]).await;
     let mut first = server.connect().await;
     first.handshake().await;
     let mut second = server.connect().await;
@@ -753,7 +760,7 @@ async fn sigterm_to_wexec_terminates_every_process_of_every_session() {
 
 #[tokio::test]
 async fn a_closed_process_is_readable_for_30_seconds_then_its_id_is_free() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     start(&mut client, "brief", &["true"]).await;
     events_until_closed(&mut client, "brief").await;
@@ -798,7 +805,7 @@ async fn output_of(client: &mut Client, params: Value) -> Vec<u8> {
 
 #[tokio::test]
 async fn the_environment_is_exactly_env_and_arg0_is_what_the_child_sees() {
-    let (_server, mut client) = spawn_stdio(&[]);
+    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     let mut exact = start_params("env", &["/usr/bin/env"]);
     exact["env"] = json!({"ONLY": "this"});

@@ -74,6 +74,28 @@ impl OutputLog {
         seq
     }
 
+    /// Whether the retained output shows a sandbox denial, as Codex looks for one
+    /// (case-insensitively; PROTOCOL §7.3).
+    pub fn mentions_denial(&self) -> bool {
+        const DENIALS: [&[u8]; 7] = [
+            b"operation not permitted",
+            b"permission denied",
+            b"read-only file system",
+            b"seccomp",
+            b"sandbox",
+            b"landlock",
+            b"failed to write file",
+        ];
+        let text: Vec<u8> = self
+            .chunks
+            .iter()
+            .flat_map(|chunk| chunk.data.iter().map(u8::to_ascii_lowercase))
+            .collect();
+        DENIALS
+            .iter()
+            .any(|denial| memchr::memmem::find(&text, denial).is_some())
+    }
+
     /// Records the exit and returns its seq.
     pub fn record_exit(&mut self, code: i32) -> u64 {
         self.exit = Some(code);

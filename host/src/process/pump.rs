@@ -68,6 +68,14 @@ pub async fn run(
                     },
                     report = reports.next(), if !exited => {
                         exited = true;
+                        // What the program wrote before it exited comes first (Codex judges
+                        // `sandboxDenied` on it).
+                        if stdout_open {
+                            stdout_open = drain(&process, &table, OutputStream::Stdout, &stdout, &mut stdout_buffer).await;
+                        }
+                        if stderr_open {
+                            stderr_open = drain(&process, &table, OutputStream::Stderr, &stderr, &mut stderr_buffer).await;
+                        }
                         gone = exit(&process, &table, report).await;
                     }
                 }
@@ -110,6 +118,29 @@ pub async fn run(
     });
     tokio::time::sleep(CLOSED_RETENTION).await;
     table.remove(&process);
+}
+
+/// Most reads [`drain`] makes before the exit is recorded: a writer that never pauses must
+/// not hold the exit back.
+const DRAIN_READS: usize = 16;
+
+/// Emits what `stream` holds now, without waiting; `false` at end of file.
+async fn drain(
+    process: &Process,
+    table: &ProcessTable,
+    stream: OutputStream,
+    pipe: &pipe::Receiver,
+    buffer: &mut [u8],
+) -> bool {
+    for _ in 0..DRAIN_READS {
+        match pipe.try_read(buffer) {
+            Ok(0) => return false,
+            Ok(n) => emit_chunk(process, table, stream, &buffer[..n]).await,
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 /// Records the exit the helper reported; `true` if the helper is already gone.
@@ -175,6 +206,7 @@ async fn emit_exit(process: &Process, table: &ProcessTable, exit_code: i32) {
     // release stdin now rather than at eviction.
     process.events.send_modify(|events| *events += 1);
     *process.stdin.lock().await = None;
+    let (sandbox_denied, failure) = process.judge_exit(exit_code);
     let seq = lock(&process.log).record_exit(exit_code);
     process.events.send_modify(|events| *events += 1);
     tracing::debug!(process = process.id, exit_code, "exited");
@@ -185,7 +217,8 @@ async fn emit_exit(process: &Process, table: &ProcessTable, exit_code: i32) {
             process_id: process.id.as_str().into(),
             seq,
             exit_code,
-            sandbox_denied: false,
+            sandbox_denied,
+            failure,
         },
     )
     .await;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use tokio::net::unix::pipe;
 
 use super::pty::{self, PtyMaster};
-use super::supervisor::{self, Supervised, wire::Launch};
+use super::supervisor::wire::{Confinement, Launch, Rlimits};
+use super::supervisor::{self, Supervised};
 
 /// `PATH` used to find `argv[0]` when the child's environment has none.
 const DEFAULT_PATH: &str = "/usr/bin:/bin";
@@ -32,6 +33,10 @@ pub struct SpawnSpec<'a> {
     pub tty: bool,
     /// Non-tty: give the child a stdin pipe (else `/dev/null`).
     pub pipe_stdin: bool,
+    /// Run confined so; `None`: with wexec's rights.
+    pub confinement: Option<Confinement>,
+    /// Kernel limits.
+    pub limits: Rlimits,
 }
 
 /// A running child and its streams.
@@ -80,6 +85,8 @@ pub async fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
             .collect(),
         cwd: spec.cwd.to_string_lossy().into_owned(),
         tty: spec.tty,
+        confinement: spec.confinement.clone(),
+        limits: spec.limits,
     };
     let (stdio, io) = if spec.tty {
         let pair = pty::open()?;
@@ -106,6 +113,53 @@ pub async fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
     // means the child's side is gone.
     let supervised = supervisor::launch(&launch, stdio).await?;
     Ok(Spawned { supervised, io })
+}
+
+/// Runs the sandbox setup once, confined as strictly as any start could be (no network, the
+/// root read-only, a private `/dev` and `/proc`, seccomp), without a program.
+pub async fn probe() -> Result<(), crate::sandbox::kernel::Unavailable> {
+    use crate::sandbox::kernel::Unavailable;
+    use supervisor::wire::{Layer, LayerAccess, Report};
+    let unavailable = |mechanism: &str, detail: String| Unavailable {
+        mechanism: mechanism.to_owned(),
+        detail,
+    };
+    let launch = Launch {
+        program: String::new(),
+        argv: Vec::new(),
+        env: Vec::new(),
+        cwd: "/".to_owned(),
+        tty: false,
+        confinement: Some(Confinement {
+            layers: vec![Layer {
+                path: "/".to_owned(),
+                access: LayerAccess::Read,
+            }],
+            network: false,
+            probe: true,
+        }),
+        limits: Rlimits::default(),
+    };
+    let stdio = [dev_null(), dev_null(), dev_null()];
+    let [Ok(a), Ok(b), Ok(c)] = stdio else {
+        return Err(unavailable("/dev/null", "cannot be opened".to_owned()));
+    };
+    match supervisor::launch(&launch, [a, b, c]).await {
+        Ok(mut supervised) => match supervised.reports.next().await {
+            Some(Report::Exited { code: 0 }) => Ok(()),
+            other => Err(unavailable(
+                "the sandbox",
+                format!("its probe ended with {other:?}"),
+            )),
+        },
+        Err(err) => match err
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<supervisor::SandboxSetupError>())
+        {
+            Some(setup) => Err(unavailable(&setup.mechanism, setup.source.to_string())),
+            None => Err(unavailable("the process supervisor", err.to_string())),
+        },
+    }
 }
 
 /// A pipe (read end, write end), both close-on-exec.

@@ -9,6 +9,7 @@
 //! any signal (the kernel closes a dead process's descriptors), makes the helper SIGKILL the
 //! program and all its descendants, `setsid` ones included, and exit.
 
+mod confine;
 mod helper;
 pub mod wire;
 mod zygote;
@@ -141,11 +142,34 @@ pub async fn launch(launch: &Launch, stdio: [OwnedFd; 3]) -> std::io::Result<Sup
             reports,
             commands,
         }),
-        Some(Report::Failed { errno }) => Err(std::io::Error::from_raw_os_error(errno)),
+        Some(Report::Failed {
+            errno,
+            mechanism: None,
+        }) => Err(std::io::Error::from_raw_os_error(errno)),
+        Some(Report::Failed {
+            errno,
+            mechanism: Some(mechanism),
+        }) => Err(std::io::Error::new(
+            std::io::Error::from_raw_os_error(errno).kind(),
+            SandboxSetupError {
+                mechanism,
+                source: std::io::Error::from_raw_os_error(errno),
+            },
+        )),
         Some(Report::Exited { .. }) | None => Err(std::io::Error::other(
             "the process supervisor ended before the program started",
         )),
     }
+}
+
+/// A confined start that failed in the sandbox's setup: the mechanism and the OS error.
+#[derive(Debug, thiserror::Error)]
+#[error("{mechanism}: {source}")]
+pub struct SandboxSetupError {
+    /// The kernel mechanism whose setup failed (`user namespaces`, `seccomp`...).
+    pub mechanism: String,
+    /// What the kernel said.
+    pub source: std::io::Error,
 }
 
 /// How long a start waits before it offers its request to a zygote whose queue was full.

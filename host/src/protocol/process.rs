@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::sandbox;
+
 /// `process/start` request.
 pub const PROCESS_START: &str = "process/start";
 /// `process/read` request.
@@ -47,8 +49,8 @@ pub struct ProcessStartParams {
     pub env_policy: Option<EnvPolicy>,
     /// A Codex sandbox context (§7.3).
     #[serde(default)]
-    pub sandbox: Option<serde_json::Value>,
-    /// `true` is refused: wexec cannot enforce a managed network.
+    pub sandbox: Option<sandbox::SandboxContext>,
+    /// `true`: the network is restricted (there is no managed proxy: it fails closed).
     #[serde(default)]
     pub enforce_managed_network: bool,
     /// Non-null is refused.
@@ -57,6 +59,9 @@ pub struct ProcessStartParams {
     /// Non-null is refused.
     #[serde(default)]
     pub shell_snapshot: Option<serde_json::Value>,
+    /// Terminate the process this many milliseconds after the start (extension, §8.10).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 /// `envPolicy` of `process/start` (PROTOCOL §8.7).
@@ -97,7 +102,7 @@ pub enum EnvInherit {
 pub struct ProcessStartResponse {
     /// The id from the request.
     pub process_id: String,
-    /// Always `none`: wexec does not sandbox processes.
+    /// `linuxSeccomp` when the process is confined or a `sandbox` was sent, else `none`.
     pub sandbox_type: String,
 }
 
@@ -144,9 +149,9 @@ pub struct ProcessReadResponse {
     pub exit_code: Option<i32>,
     /// Whether the close was recorded.
     pub closed: bool,
-    /// Always `null`.
+    /// Why wexec ended the process (`timeoutMs`, a CPU limit), else `null`.
     pub failure: Option<String>,
-    /// Always `false`.
+    /// A sandboxed process failed and its output shows a sandbox denial (§7.3).
     pub sandbox_denied: bool,
 }
 
@@ -240,8 +245,11 @@ pub struct ProcessExitedNotification<'a> {
     pub seq: u64,
     /// Exit status, or 128 + N for death by signal N.
     pub exit_code: i32,
-    /// Always `false`.
+    /// A sandboxed process failed and its output shows a sandbox denial (§7.3).
     pub sandbox_denied: bool,
+    /// Why wexec ended the process (extension, §8.10), else `null`.
+    #[serde(default)]
+    pub failure: Option<String>,
 }
 
 /// `process/closed` params.
@@ -287,6 +295,7 @@ impl ProcessStartParams {
             enforce_managed_network: false,
             network_proxy: None,
             shell_snapshot: None,
+            timeout_ms: None,
         }
     }
 }

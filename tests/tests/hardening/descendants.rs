@@ -63,7 +63,7 @@ async fn all_gone(pids: &[u32], case: &str) {
 }
 
 async fn stdio_with_tree(dir: &TempDir, main_then: &str) -> (Server, Client, Vec<u32>) {
-    let (server, mut client) = spawn_stdio(&[]);
+    let (server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
     client
         .call("process/start", escaping_tree(dir.path(), main_then))
@@ -120,7 +120,7 @@ async fn terminate_ends_the_whole_tree() {
 #[tokio::test]
 async fn the_whole_tree_ends_when_a_detached_session_expires() {
     let dir = TempDir::new();
-    let server = spawn_websocket(&["--detach-ttl", "1"]).await;
+    let server = spawn_websocket(&["--sandbox", "danger-full-access", "--detach-ttl", "1"]).await;
     let mut client = server.connect().await;
     client.handshake().await;
     client

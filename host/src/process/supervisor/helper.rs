@@ -15,7 +15,8 @@ use std::process::{Command, Stdio};
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
-use super::wire::{INTERRUPT, KILL, Launch, Report, TERMINATE};
+use super::confine;
+use super::wire::{INTERRUPT, KILL, Launch, Report, Rlimits, TERMINATE};
 
 /// How often the helper looks for the end of the last descendant once the program itself has
 /// exited (orphans are reaped meanwhile).
@@ -32,12 +33,11 @@ pub fn run(control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
     let Some(launch) = read_launch(&control) else {
         return 1;
     };
-    let [stdin, stdout, stderr] = stdio;
-    let child = match start(&launch, stdin, stdout, stderr) {
+    let confined = launch.confinement.is_some();
+    let child = match start(&launch, stdio, &control) {
         Ok(pid) => pid,
-        Err(err) => {
-            let errno = err.raw_os_error().unwrap_or(libc_eio());
-            let _ = report(&mut control, &Report::Failed { errno });
+        Err(failure) => {
+            let _ = report(&mut control, &failure);
             return 0;
         }
     };
@@ -49,10 +49,10 @@ pub fn run(control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
     )
     .is_err()
     {
-        kill_all(Some(child));
+        kill_all(Some(child), confined);
         return 0;
     }
-    supervise(control, child);
+    supervise(control, child, confined);
     0
 }
 
@@ -77,66 +77,112 @@ fn report(control: &mut UnixStream, report: &Report) -> std::io::Result<()> {
 }
 
 /// Starts the program: it leads a new session and process group, gets the terminal as its
-/// controlling terminal, and SIGKILL should this helper die.
-fn start(
-    launch: &Launch,
-    stdin: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
-) -> std::io::Result<Pid> {
-    let Some((arg0, args)) = launch.argv.split_first() else {
-        return Err(rustix::io::Errno::INVAL.into());
+/// controlling terminal, and SIGKILL should this helper die. Confined, it starts under its
+/// PID namespace's init instead ([`super::confine`]), which is then the child returned.
+fn start(launch: &Launch, stdio: [OwnedFd; 3], control: &UnixStream) -> Result<Pid, Report> {
+    if let Some(confinement) = &launch.confinement {
+        use std::os::fd::AsRawFd;
+        return confine::start(launch, confinement, stdio, control.as_raw_fd()).map_err(
+            |failure| match failure {
+                confine::StartFailure::Setup(err) => Report::Failed {
+                    errno: err.errno,
+                    mechanism: Some(err.mechanism.to_owned()),
+                },
+                confine::StartFailure::Program(errno) => Report::Failed {
+                    errno,
+                    mechanism: None,
+                },
+            },
+        );
+    }
+    let failed = |err: std::io::Error| Report::Failed {
+        errno: err.raw_os_error().unwrap_or(libc_eio()),
+        mechanism: None,
     };
-    let mut command = Command::new(&launch.program);
-    command
-        .arg0(arg0)
-        .args(args)
-        .env_clear()
-        .envs(launch.env.iter().map(|(name, value)| (name, value)))
-        .current_dir(&launch.cwd)
-        .stdin(Stdio::from(stdin))
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr));
+    let mut command = command(launch, stdio);
     let helper = rustix::process::getpid();
-    let tty = launch.tty;
-    let descriptors = crate::startup::starting_descriptor_limit();
+    let (tty, limits) = (launch.tty, launch.limits);
     #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to run setsid/TIOCSCTTY/PDEATHSIG in the child"
     )]
-    // SAFETY: the closure runs between fork and exec and only makes raw system calls (setsid,
-    // ioctl, prctl, setrlimit, getppid through rustix; sigaction): async-signal-safe, no
-    // allocation (the limit is a plain value), no locks.
+    // SAFETY: the closure only makes system calls (see `prepare_program`).
     unsafe {
-        command.pre_exec(move || {
-            default_signal_dispositions();
-            rustix::process::setsid()?;
-            if tty {
-                // stdin is the terminal's slave: make it the controlling terminal.
-                rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-            }
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            if let Some(limit) = descriptors {
-                rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
-            }
-            // The helper may have died before the death signal was armed.
-            if rustix::process::getppid() != Some(helper) {
-                return Err(std::io::Error::from(rustix::io::Errno::SRCH));
-            }
-            Ok(())
-        });
+        command.pre_exec(move || prepare_program(tty, helper, &limits));
     }
-    let child = command.spawn()?;
+    let child = command.spawn().map_err(failed)?;
     // The stdio copies held by `command` close with it: end of file on the pipes then means
     // the program's side is gone.
     drop(command);
     let pid = i32::try_from(child.id())
         .ok()
         .and_then(Pid::from_raw)
-        .ok_or_else(|| std::io::Error::other("spawned child has no pid"))?;
+        .ok_or_else(|| failed(std::io::Error::other("spawned child has no pid")))?;
     // Reaped below with waitpid, never through `child`.
     drop(child);
     Ok(pid)
+}
+
+/// The program's command: its arguments, exactly its environment, its directory and stdio.
+pub(super) fn command(launch: &Launch, stdio: [OwnedFd; 3]) -> Command {
+    let [stdin, stdout, stderr] = stdio;
+    let mut command = Command::new(&launch.program);
+    if let Some((arg0, args)) = launch.argv.split_first() {
+        command.arg0(arg0).args(args);
+    }
+    command
+        .env_clear()
+        .envs(launch.env.iter().map(|(name, value)| (name, value)))
+        .current_dir(&launch.cwd)
+        .stdin(Stdio::from(stdin))
+        .stdout(Stdio::from(stdout))
+        .stderr(Stdio::from(stderr));
+    command
+}
+
+/// Sets up the program between fork and exec: default signal dispositions, a new session,
+/// the terminal, death with `parent`, the descriptor limit wexec started with and the
+/// operator's limits. System calls only (async-signal-safe, no allocation, no locks).
+pub(super) fn prepare_program(tty: bool, parent: Pid, limits: &Rlimits) -> std::io::Result<()> {
+    default_signal_dispositions();
+    rustix::process::setsid()?;
+    if tty {
+        // stdin is the terminal's slave: make it the controlling terminal.
+        rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
+    }
+    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+    if let Some(limit) = crate::startup::starting_descriptor_limit() {
+        rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
+    }
+    set_limits(limits)?;
+    // The parent may have died before the death signal was armed.
+    if rustix::process::getppid() != Some(parent) {
+        return Err(std::io::Error::from(rustix::io::Errno::SRCH));
+    }
+    Ok(())
+}
+
+/// The operator's `setrlimit` limits (docs/protocol.md, "Resource limits").
+fn set_limits(limits: &Rlimits) -> std::io::Result<()> {
+    use rustix::process::{Resource, Rlimit, setrlimit};
+    let pairs = [
+        (Resource::Cpu, limits.cpu_seconds, 5),
+        (Resource::As, limits.address_space, 0),
+        (Resource::Nofile, limits.open_files, 0),
+        (Resource::Fsize, limits.file_size, 0),
+    ];
+    for (resource, value, slack) in pairs {
+        if let Some(value) = value {
+            setrlimit(
+                resource,
+                Rlimit {
+                    current: Some(value),
+                    maximum: Some(value.saturating_add(slack)),
+                },
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// Gives every signal its default disposition. A signal wexec was started with ignored (`nohup`
@@ -162,7 +208,8 @@ fn default_signal_dispositions() {
 }
 
 /// Reports the exit and relays commands until everything is gone or wexec says (or is) done.
-fn supervise(mut control: UnixStream, child: Pid) {
+/// A confined `child` is its PID namespace's init, which relays signals to the program.
+fn supervise(mut control: UnixStream, child: Pid, confined: bool) {
     let pidfd = rustix::process::pidfd_open(child, rustix::process::PidfdFlags::empty()).ok();
     let mut alive = true;
     loop {
@@ -170,7 +217,7 @@ fn supervise(mut control: UnixStream, child: Pid) {
             Reaped::Child(code) => {
                 alive = false;
                 if report(&mut control, &Report::Exited { code }).is_err() {
-                    kill_all(None);
+                    kill_all(None, confined);
                     return;
                 }
                 continue;
@@ -209,7 +256,7 @@ fn supervise(mut control: UnixStream, child: Pid) {
         };
         if read == 0 {
             // wexec is gone, or dropped the process: nothing it started may outlive it.
-            kill_all(alive.then_some(child));
+            kill_all(alive.then_some(child), confined);
             return;
         }
         for &command in &buffer[..read] {
@@ -219,14 +266,18 @@ fn supervise(mut control: UnixStream, child: Pid) {
                 KILL => {
                     // The program's own exit still counts: reported, it is the program's
                     // status (137) rather than a helper that vanished.
-                    if let Some(code) = kill_all(alive.then_some(child)) {
+                    if let Some(code) = kill_all(alive.then_some(child), confined) {
                         let _ = report(&mut control, &Report::Exited { code });
                     }
                     return;
                 }
                 _ => continue,
             };
-            let _ = rustix::process::kill_process_group(child, group);
+            let _ = if confined {
+                rustix::process::kill_process(child, group)
+            } else {
+                rustix::process::kill_process_group(child, group)
+            };
         }
     }
 }
@@ -254,7 +305,7 @@ fn reap(child: Pid) -> Reaped {
 }
 
 /// The exit code as PROTOCOL §8.8 gives it: the status, or 128 + the signal.
-fn exit_code(status: rustix::process::WaitStatus) -> i32 {
+pub(super) fn exit_code(status: rustix::process::WaitStatus) -> i32 {
     status
         .exit_status()
         .or_else(|| status.terminating_signal().map(|signal| 128 + signal))
@@ -263,16 +314,24 @@ fn exit_code(status: rustix::process::WaitStatus) -> i32 {
 
 /// SIGKILLs the program's group and every descendant, until none is left. Descendants whose
 /// parent dies come to this helper (it is their subreaper), so once it has no child left,
-/// nothing the program forked survives. Returns the program's exit code if it was reaped here.
-fn kill_all(child: Option<Pid>) -> Option<i32> {
+/// nothing the program forked survives. Confined, killing the init kills its whole PID
+/// namespace, and `/proc` here is the namespace's (its pids mean other processes here), so it
+/// is not read. Returns the program's exit code if it was reaped here.
+fn kill_all(child: Option<Pid>, confined: bool) -> Option<i32> {
     if let Some(child) = child {
-        let _ = rustix::process::kill_process_group(child, Signal::KILL);
+        let _ = if confined {
+            rustix::process::kill_process(child, Signal::KILL)
+        } else {
+            rustix::process::kill_process_group(child, Signal::KILL)
+        };
     }
     let me = rustix::process::getpid();
     let mut code = None;
     loop {
-        for pid in descendants(me) {
-            let _ = rustix::process::kill_process(pid, Signal::KILL);
+        if !confined {
+            for pid in descendants(me) {
+                let _ = rustix::process::kill_process(pid, Signal::KILL);
+            }
         }
         match rustix::process::wait(WaitOptions::empty()) {
             Ok(Some((pid, status))) if Some(pid) == child => code = Some(exit_code(status)),

@@ -16,6 +16,59 @@ pub struct Launch {
     pub cwd: String,
     /// stdin is a terminal's slave, to become the child's controlling terminal.
     pub tty: bool,
+    /// Run confined so (namespaces, mounts, seccomp); `None`: with wexec's own rights.
+    pub confinement: Option<Confinement>,
+    /// Kernel limits for the program and everything it forks.
+    pub limits: Rlimits,
+}
+
+/// How a confined program sees the system (docs/sandbox.md): its own user, mount, PID and
+/// (without network) network namespaces, this view of the filesystem, and a seccomp filter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confinement {
+    /// The view, outermost first: the first layer is `/`, each later one lies below an
+    /// earlier one and overrides it there. Paths are canonical; a missing one is skipped.
+    pub layers: Vec<Layer>,
+    /// Sockets other than `AF_UNIX` pairs allowed.
+    pub network: bool,
+    /// Set up everything, then exit 0 instead of running the program (the startup probe).
+    pub probe: bool,
+}
+
+/// One path of a [`Confinement`]'s view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Layer {
+    /// Absolute and canonical.
+    pub path: String,
+    /// What the program may do there.
+    pub access: LayerAccess,
+}
+
+/// What a confined program may do below a [`Layer`]'s path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum LayerAccess {
+    /// Nothing: the path shows as an empty, inaccessible directory or file (`EACCES`).
+    Hidden,
+    /// Not there (only as the root: an empty root with the later layers in it).
+    Absent,
+    /// Read, never write (`EROFS`).
+    Read,
+    /// Read and write.
+    Write,
+}
+
+/// Per-process kernel limits (`setrlimit`), `None` for unchanged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rlimits {
+    /// `RLIMIT_CPU`, seconds (the hard limit is 5 s more, so SIGXCPU comes first).
+    pub cpu_seconds: Option<u64>,
+    /// `RLIMIT_AS`, bytes.
+    pub address_space: Option<u64>,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: Option<u64>,
+    /// `RLIMIT_FSIZE`, bytes.
+    pub file_size: Option<u64>,
 }
 
 /// What the helper reports, in this order: `Spawned` or `Failed` once, then `Exited` once.
@@ -32,6 +85,10 @@ pub enum Report {
     Failed {
         /// `errno`, as the failed `fork`, `chdir` or `execve` set it.
         errno: i32,
+        /// The confinement step that failed, naming the kernel mechanism; `None` when the
+        /// program itself could not be started.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mechanism: Option<String>,
     },
     /// It exited with this code (128 + N when killed by signal N).
     Exited {

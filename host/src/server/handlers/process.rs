@@ -19,7 +19,7 @@ use crate::protocol::{
 use crate::rpc::{
     RpcError, RpcResult, decode_params, internal_error, invalid_params, invalid_request, to_result,
 };
-use crate::sandbox::{self, Purpose};
+use crate::sandbox;
 use crate::server::processor::RequestContext;
 
 const RESUMED_ELSEWHERE: &str = "session has been resumed by another connection";
@@ -28,10 +28,31 @@ const RESUMED_ELSEWHERE: &str = "session has been resumed by another connection"
 /// one fails.
 pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessStartParams = decode_params(params)?;
+    enabled(&ctx)?;
     let cwd = path_uri::parse(&params.cwd).map_err(|err| invalid_params(cwd_error(err)))?;
-    sandbox::check(params.sandbox.as_ref(), Purpose::Process)?;
-    if params.enforce_managed_network {
-        return Err(invalid_params(sandbox::REFUSAL));
+    let host_env = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
+    let env = child_env(host_env, &params.env, params.env_policy.as_ref());
+    let tmpdir = env.get("TMPDIR").map(std::path::PathBuf::from);
+    let ceiling = &ctx.server.processes.ceiling;
+    let mut policy = sandbox::process_policy(
+        ceiling,
+        params.sandbox.as_ref(),
+        &sandbox::canonical(&cwd),
+        tmpdir.as_deref(),
+    )?;
+    if params.enforce_managed_network
+        && let Some(confinement) = policy.confinement.as_mut()
+    {
+        confinement.network = false;
+    } else if params.enforce_managed_network {
+        // Nothing else restricted: restricting the network is then the whole confinement.
+        policy = sandbox::process_policy(
+            ceiling,
+            Some(&network_restricted()),
+            &sandbox::canonical(&cwd),
+            tmpdir.as_deref(),
+        )?;
     }
     for (field, value) in [
         ("networkProxy", &params.network_proxy),
@@ -46,13 +67,26 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
     if params.argv.is_empty() {
         return Err(invalid_params("argv must not be empty"));
     }
+    if params.timeout_ms == Some(0) {
+        return Err(invalid_params("timeoutMs must be greater than zero"));
+    }
     let table = ctx.session.session().processes();
     let process = table
         .reserve(&params.process_id)
         .map_err(|err| invalid_request(err.to_string()))?;
-    let host_env = std::env::vars_os()
-        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
-    let env = child_env(host_env, &params.env, params.env_policy.as_ref());
+    let held = match sandbox::hold(&policy.placeholders) {
+        Ok(held) => held,
+        Err(err) => {
+            table.remove(&process);
+            return Err(internal_error(err.to_string()));
+        }
+    };
+    let limits = ctx.server.processes.limits;
+    process.set_sandbox(
+        policy.sandbox_type != sandbox::UNSANDBOXED,
+        limits.cpu_seconds,
+        Some(held),
+    );
     let spec = SpawnSpec {
         argv: &params.argv,
         arg0: params.arg0.as_deref(),
@@ -60,18 +94,56 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         env: &env,
         tty: params.tty,
         pipe_stdin: params.pipe_stdin,
+        confinement: policy.confinement,
+        limits,
     };
     match spawn(&spec).await {
         Ok(spawned) => table.started(&process, spawned),
         Err(err) => {
             table.remove(&process);
-            return Err(internal_error(format!("failed to spawn process: {err}")));
+            return Err(internal_error(err.to_string()));
         }
+    }
+    if let Some(timeout) = params.timeout_ms {
+        let process = Arc::clone(&process);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(timeout)).await;
+            if process.terminate() {
+                process.set_failure(format!("process timed out after {timeout} ms"));
+            }
+        });
     }
     to_result(&ProcessStartResponse {
         process_id: params.process_id,
-        sandbox_type: "none".into(),
+        sandbox_type: policy.sandbox_type.into(),
     })
+}
+
+/// `process/*` are refused with `--no-processes` (PROTOCOL §8.1).
+fn enabled(ctx: &RequestContext) -> Result<(), RpcError> {
+    if ctx.server.processes.ceiling.processes {
+        Ok(())
+    } else {
+        Err(invalid_request(
+            "process execution is disabled on this executor",
+        ))
+    }
+}
+
+/// The request `enforceManagedNetwork` amounts to: files unrestricted, no network.
+fn network_restricted() -> crate::protocol::sandbox::SandboxContext {
+    use crate::protocol::sandbox::{
+        NetworkAccess, Permissions, SandboxContext, WindowsSandboxLevel,
+    };
+    SandboxContext {
+        permissions: Permissions::External {
+            network: NetworkAccess::Restricted,
+        },
+        cwd: None,
+        workspace_roots: None,
+        policy_context: None,
+        windows_sandbox_level: WindowsSandboxLevel::Disabled,
+    }
 }
 
 fn cwd_error(err: PathUriError) -> String {
@@ -100,6 +172,7 @@ fn readable_process(ctx: &RequestContext, id: &str) -> Result<Arc<Process>, RpcE
 /// `process/read` (PROTOCOL §8.2), with an event-driven long poll.
 pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessReadParams = decode_params(params)?;
+    enabled(&ctx)?;
     let process = readable_process(&ctx, &params.process_id)?;
     let after_seq = params.after_seq.unwrap_or(0);
     let wait = Duration::from_millis(params.wait_ms.unwrap_or(0));
@@ -117,6 +190,11 @@ pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
         return Err(invalid_request(RESUMED_ELSEWHERE));
     }
     let snapshot = process.read(after_seq, params.max_bytes);
+    let (sandbox_denied, failure) = if snapshot.exit.is_some() {
+        process.verdict()
+    } else {
+        (false, None)
+    };
     to_result(&ProcessReadResponse {
         chunks: snapshot
             .chunks
@@ -131,14 +209,15 @@ pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
         exited: snapshot.exit.is_some(),
         exit_code: snapshot.exit,
         closed: snapshot.closed,
-        failure: None,
-        sandbox_denied: false,
+        failure,
+        sandbox_denied,
     })
 }
 
 /// `process/write` (PROTOCOL §8.3).
 pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessWriteParams = decode_params(params)?;
+    enabled(&ctx)?;
     if params.write_id.as_deref() == Some("") {
         return Err(invalid_params("writeId must not be empty"));
     }
@@ -158,6 +237,7 @@ pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
 /// `process/signal` (PROTOCOL §8.4).
 pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessSignalParams = decode_params(params)?;
+    enabled(&ctx)?;
     if let Some(process) = ctx.session.session().processes().get(&params.process_id) {
         process
             .interrupt()
@@ -169,6 +249,7 @@ pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
 /// `process/terminate` (PROTOCOL §8.5).
 pub async fn terminate(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessTerminateParams = decode_params(params)?;
+    enabled(&ctx)?;
     let running = ctx
         .session
         .session()

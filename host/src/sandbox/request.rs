@@ -1,0 +1,169 @@
+//! A client's `sandbox` (Codex's `FileSystemSandboxContext`) as entries (PROTOCOL §7.3).
+
+use std::path::{Path, PathBuf};
+
+use super::ceiling::MINIMAL;
+use super::rules::{Level, Rules};
+use super::{REFUSAL, canonical};
+use crate::path_uri;
+use crate::protocol::sandbox::{
+    Access, EntryPath, FileSystemPermissions, NetworkAccess, Permissions, SandboxContext,
+    SpecialKind, WindowsSandboxLevel,
+};
+use crate::rpc::{RpcError, invalid_params};
+
+/// The request's entries and whether it allows the network. `cwd` is the process's working
+/// directory (`current_working_directory`), `tmpdir` the child's `TMPDIR` (`tmpdir`).
+pub fn request_rules(
+    context: &SandboxContext,
+    cwd: &Path,
+    tmpdir: Option<&Path>,
+) -> Result<(Rules, bool), RpcError> {
+    if context.windows_sandbox_level == WindowsSandboxLevel::Mxc {
+        return Err(invalid_params("native MXC is unavailable on this executor"));
+    }
+    let (file_system, network) = match &context.permissions {
+        Permissions::Disabled => return Ok((Rules::full(), true)),
+        Permissions::External { network } => (None, *network),
+        Permissions::Managed {
+            file_system,
+            network,
+        } => (Some(file_system), *network),
+    };
+    let network = network == NetworkAccess::Enabled;
+    let entries = match file_system {
+        None | Some(FileSystemPermissions::Unrestricted) => return Ok((Rules::full(), network)),
+        Some(FileSystemPermissions::Restricted { entries }) => entries,
+    };
+    let parse = |uri: &str| path_uri::parse(uri).map_err(|err| invalid_params(err.to_string()));
+    let base = match context
+        .policy_context
+        .as_ref()
+        .and_then(|policy| policy.cwd.as_deref())
+        .or(context.cwd.as_deref())
+    {
+        Some(uri) => parse(uri)?,
+        None => cwd.to_path_buf(),
+    };
+    let roots = context
+        .policy_context
+        .as_ref()
+        .and_then(|policy| policy.workspace_roots.as_ref())
+        .or(context.workspace_roots.as_ref());
+    let project_roots: Vec<PathBuf> = match roots {
+        None => Vec::new(),
+        Some(roots) if roots.is_empty() => vec![base.clone()],
+        Some(roots) => roots
+            .iter()
+            .map(|root| parse(root))
+            .collect::<Result<_, _>>()?,
+    };
+    let mut rules = Rules::default();
+    for entry in entries {
+        let level = match entry.access {
+            Access::Read => Level::Read,
+            Access::Write => Level::Write,
+            Access::Deny | Access::None => Level::Hidden,
+        };
+        let paths: Vec<PathBuf> = match &entry.path {
+            EntryPath::Path { path } => vec![parse(path)?],
+            EntryPath::GlobPattern { pattern } => {
+                if !pattern.contains(['*', '?', '[']) {
+                    vec![base.join(pattern)]
+                } else if level == Level::Hidden {
+                    // A denial wexec cannot expand would be a hole: never less than asked.
+                    return Err(invalid_params(REFUSAL));
+                } else {
+                    // An unexpanded grant only narrows.
+                    Vec::new()
+                }
+            }
+            EntryPath::Special { value } => {
+                let bases: Vec<PathBuf> = match value.kind {
+                    SpecialKind::Root => vec![PathBuf::from("/")],
+                    SpecialKind::Minimal => MINIMAL.iter().map(PathBuf::from).collect(),
+                    SpecialKind::CurrentWorkingDirectory => vec![cwd.to_path_buf()],
+                    SpecialKind::ProjectRoots => project_roots.clone(),
+                    SpecialKind::Tmpdir => tmpdir.map(Path::to_path_buf).into_iter().collect(),
+                    SpecialKind::SlashTmp => vec![PathBuf::from("/tmp")],
+                    SpecialKind::Unknown => Vec::new(),
+                };
+                match &value.subpath {
+                    Some(subpath) => bases.into_iter().map(|base| base.join(subpath)).collect(),
+                    None => bases,
+                }
+            }
+        };
+        for path in paths {
+            rules.add(canonical(&path), level);
+        }
+    }
+    Ok((rules, network))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context(json: &str) -> SandboxContext {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn codex_workspace_write_object() {
+        let dir = std::env::temp_dir().join(format!("wexec-request-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let uri = path_uri::to_uri(&dir);
+        let json = format!(
+            r#"{{"permissions":{{"type":"managed","file_system":{{"type":"restricted","entries":[
+            {{"path":{{"type":"special","value":{{"kind":"root"}}}},"access":"read"}},
+            {{"path":{{"type":"special","value":{{"kind":"project_roots"}}}},"access":"write"}},
+            {{"path":{{"type":"special","value":{{"kind":"project_roots","subpath":".git"}}}},"access":"read","missing_path_behavior":"skip"}},
+            {{"path":{{"type":"special","value":{{"kind":"tmpdir"}}}},"access":"write"}},
+            {{"path":{{"type":"path","path":"{uri}/secret"}},"access":"none"}}]}},"network":"enabled"}},
+            "cwd":"{uri}","workspaceRoots":["{uri}"],"windowsSandboxLevel":"disabled"}}"#
+        );
+        let (rules, network) = request_rules(&context(&json), &dir, None).unwrap();
+        assert!(network);
+        let dir = canonical(&dir);
+        assert_eq!(rules.level(Path::new("/etc")), Level::Read);
+        assert_eq!(rules.level(&dir.join("src")), Level::Write);
+        assert_eq!(rules.level(&dir.join(".git/config")), Level::Read);
+        assert_eq!(rules.level(&dir.join("secret/x")), Level::Hidden);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unrestricted_forms_and_refusals() {
+        let cwd = Path::new("/");
+        let full = |json| request_rules(&context(json), cwd, None).unwrap();
+        assert_eq!(
+            full(r#"{"permissions":{"type":"disabled"},"windowsSandboxLevel":"disabled"}"#),
+            (Rules::full(), true)
+        );
+        assert_eq!(
+            full(
+                r#"{"permissions":{"type":"external","network":"restricted"},"windowsSandboxLevel":"disabled"}"#
+            ),
+            (Rules::full(), false)
+        );
+        let err = request_rules(
+            &context(r#"{"permissions":{"type":"disabled"},"windowsSandboxLevel":"mxc"}"#),
+            cwd,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(err.message, "native MXC is unavailable on this executor");
+        let err = request_rules(
+            &context(
+                r#"{"permissions":{"type":"managed","file_system":{"type":"restricted","entries":[
+                {"path":{"type":"glob_pattern","pattern":"**/*.env"},"access":"deny"}]},"network":"restricted"},
+                "windowsSandboxLevel":"disabled"}"#,
+            ),
+            cwd,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(err.message, REFUSAL);
+    }
+}

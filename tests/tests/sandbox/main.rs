@@ -1,0 +1,188 @@
+//! The process sandbox against the real binary (docs/sandbox.md; PROTOCOL §7.3, §8.10;
+//! conformance items 14–20): the `sandbox` objects real Codex 0.169 sends, under the operator
+//! ceiling, every assertion on disk or on the wire.
+
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a failed expectation is a failed test"
+)]
+
+mod ceiling;
+mod escapes;
+mod lifetime;
+mod limits;
+mod modes;
+mod network;
+
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::{Value, json};
+use wexec_tests::Client;
+
+/// A finished process, as `process/read` reported it.
+#[derive(Debug)]
+pub struct Run {
+    /// The `process/start` result.
+    pub start: Value,
+    /// `exitCode`.
+    pub exit: i64,
+    /// `sandboxDenied`.
+    pub denied: bool,
+    /// `failure`.
+    pub failure: Value,
+    /// stdout and stderr, interleaved as read.
+    pub output: String,
+}
+
+/// Runs `sh -c script` in `cwd` under `sandbox` (JSON `null` for none) to its close.
+pub async fn run(client: &mut Client, id: &str, script: &str, cwd: &Path, sandbox: Value) -> Run {
+    run_with(client, id, script, cwd, sandbox, json!({})).await
+}
+
+/// As [`run`], with more `process/start` params (`extra` members win).
+pub async fn run_with(
+    client: &mut Client,
+    id: &str,
+    script: &str,
+    cwd: &Path,
+    sandbox: Value,
+    extra: Value,
+) -> Run {
+    let mut params = json!({
+        "processId": id,
+        "argv": ["sh", "-c", script],
+        "cwd": cwd.display().to_string(),
+        "env": {"PATH": "/usr/bin:/bin", "HOME": std::env::var("HOME").unwrap_or_default()},
+        "tty": false,
+        "sandbox": sandbox,
+    });
+    if let (Some(params), Some(extra)) = (params.as_object_mut(), extra.as_object()) {
+        params.extend(extra.clone());
+    }
+    let start = client.call("process/start", params).await;
+    let mut output = Vec::new();
+    let mut after = 0;
+    loop {
+        let read = client
+            .call(
+                "process/read",
+                json!({"processId": id, "afterSeq": after, "waitMs": 5000}),
+            )
+            .await;
+        for chunk in read["chunks"].as_array().expect("chunks") {
+            output.extend(
+                STANDARD
+                    .decode(chunk["chunk"].as_str().expect("chunk"))
+                    .expect("base64"),
+            );
+        }
+        after = read["nextSeq"].as_u64().expect("nextSeq") - 1;
+        if read["closed"] == true {
+            return Run {
+                start,
+                exit: read["exitCode"].as_i64().expect("exitCode"),
+                denied: read["sandboxDenied"] == true,
+                failure: read["failure"].clone(),
+                output: String::from_utf8_lossy(&output).into_owned(),
+            };
+        }
+    }
+}
+
+fn uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+fn special(kind: &str, subpath: Option<&str>, access: &str) -> Value {
+    let mut value = json!({"kind": kind});
+    if let Some(subpath) = subpath {
+        value["subpath"] = json!(subpath);
+    }
+    json!({"path": {"type": "special", "value": value}, "access": access, "missing_path_behavior": "skip"})
+}
+
+/// The object Codex 0.169 sends with `-s read-only`.
+pub fn codex_read_only(cwd: &Path) -> Value {
+    managed(cwd, vec![special("root", None, "read")], "restricted")
+}
+
+/// The object Codex 0.169 sends with `-s workspace-write` (`exclude_slash_tmp` and
+/// `exclude_tmpdir_env_var` drop the `/tmp` entries).
+pub fn codex_workspace_write(cwd: &Path, network: &str, slash_tmp: bool) -> Value {
+    let mut entries = vec![
+        special("root", None, "read"),
+        special("project_roots", None, "write"),
+    ];
+    if slash_tmp {
+        entries.push(special("slash_tmp", None, "write"));
+        entries.push(special("tmpdir", None, "write"));
+    }
+    for name in [".git", ".agents", ".codex", ".aws"] {
+        entries.push(special("project_roots", Some(name), "read"));
+    }
+    managed(cwd, entries, network)
+}
+
+/// A managed, restricted sandbox with `entries`.
+pub fn managed(cwd: &Path, entries: Vec<Value>, network: &str) -> Value {
+    json!({
+        "permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": entries}, "network": network},
+        "cwd": uri(cwd),
+        "workspaceRoots": [uri(cwd)],
+        "windowsSandboxLevel": "disabled",
+        "windowsSandboxProxySettingsMode": "reconcile",
+        "useLegacyLandlock": false,
+    })
+}
+
+/// Host pids whose command line contains `marker` as an argument.
+pub fn pids_with_argument(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                cmdline
+                    .split(|&byte| byte == 0)
+                    .any(|argument| argument == marker.as_bytes())
+            })
+        })
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .is_some_and(|state| state != "Z")
+            })
+        })
+        .collect()
+}
+
+/// Waits until `count` processes carry `marker` (they started); returns them.
+pub async fn wait_for_pids(marker: &str, count: usize) -> Vec<u32> {
+    for _ in 0..500 {
+        let pids = pids_with_argument(marker);
+        if pids.len() >= count {
+            return pids;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{count} processes with {marker} did not start");
+}
+
+/// Waits up to `within` until no process carries `marker`.
+pub async fn none_left(marker: &str, within: Duration) -> bool {
+    let deadline = std::time::Instant::now() + within;
+    while std::time::Instant::now() < deadline {
+        if pids_with_argument(marker).is_empty() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    pids_with_argument(marker).is_empty()
+}
