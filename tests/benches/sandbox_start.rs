@@ -52,14 +52,16 @@ fn workspace_write(dir: &std::path::Path) -> Value {
 /// One start → closed of `true`.
 async fn once(client: &mut Client, id: &str, dir: &std::path::Path, sandbox: &Value) -> Duration {
     let began = Instant::now();
-    let result = client
-        .call(
+    // Raw request: Codex's server sends no `jsonrpc` member, which `call` insists on.
+    let request = client
+        .send_request(
             "process/start",
             json!({"processId": id, "argv": ["/bin/true"], "cwd": uri(dir), "env": {"PATH": "/usr/bin:/bin"},
                    "tty": false, "sandbox": sandbox}),
         )
         .await;
-    assert_eq!(result["processId"], id, "{result}");
+    let reply = client.reply_to(&json!(request)).await;
+    assert_eq!(reply["result"]["processId"], id, "{reply}");
     loop {
         let message = client.next_notification().await;
         if message["method"] == "process/closed" && message["params"]["processId"] == id {
@@ -106,7 +108,10 @@ async fn codex(binary: &str, dir: &TempDir, name: &'static str, sandbox: Value) 
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true);
     let (server, mut client) = wexec_tests::spawn_stdio_with(command);
-    client.initialize().await;
+    let request = client
+        .send_request("initialize", json!({"clientName": "sandbox_start"}))
+        .await;
+    client.reply_to(&json!(request)).await;
     client.send(&json!({"method": "initialized"})).await;
     Case {
         name,
