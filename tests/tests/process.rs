@@ -625,11 +625,16 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
     // Warm up lazily created runtime state (blocking threads, reaper registrations) first.
     run_batch(&mut client, "warm", 4).await;
     // wexec's one lasting child: the process supervisor's zygote, whose children are the
-    // helpers, each gone (its control socket closed) once its process has ended.
+    // helpers, each gone (its control socket closed) once its process has ended, and the two
+    // spare helpers waiting for the next starts (childless).
     let zygote = children(pid);
     assert_eq!(zygote.len(), 1, "{zygote:?}");
+    let only_spares = |zygote: u32| {
+        let helpers = children(zygote);
+        helpers.len() == 2 && helpers.iter().all(|&helper| children(helper).is_empty())
+    };
     let settled = Instant::now() + Duration::from_secs(5);
-    while !children(zygote[0]).is_empty() && Instant::now() < settled {
+    while !only_spares(zygote[0]) && Instant::now() < settled {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -638,7 +643,7 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
         run_batch(&mut client, &format!("b{batch}"), 100).await;
     }
     let deadline = Instant::now() + Duration::from_secs(5);
-    while (open_fds(pid) != baseline || children(pid) != zygote || !children(zygote[0]).is_empty())
+    while (open_fds(pid) != baseline || children(pid) != zygote || !only_spares(zygote[0]))
         && Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -649,10 +654,10 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
         "open descriptors return to where they were"
     );
     assert_eq!(children(pid), zygote, "no child but the zygote");
-    assert_eq!(
-        children(zygote[0]),
-        Vec::<u32>::new(),
-        "every helper ended with its process"
+    assert!(
+        only_spares(zygote[0]),
+        "every helper ended with its process: {:?}",
+        children(zygote[0])
     );
 }
 

@@ -129,13 +129,14 @@ pub fn start(
     })
 }
 
-/// New user, mount, PID (for the next child) and, without network, network namespaces; the
-/// user mapped to itself (as `unshare -r` maps root), groups dropped as the kernel requires.
+/// New user, mount, PID (for the next child) and, without network, network namespaces (the
+/// zygote's shared one when it could make it); the user mapped to itself (as `unshare -r` maps
+/// root), groups dropped as the kernel requires.
 fn enter_namespaces(network: bool) -> Result<(), SetupError> {
     let uid = rustix::process::getuid().as_raw();
     let gid = rustix::process::getgid().as_raw();
     let mut flags = UnshareFlags::NEWUSER | UnshareFlags::NEWNS | UnshareFlags::NEWPID;
-    if !network {
+    if !network && !super::zygote::network::enter() {
         flags |= UnshareFlags::NEWNET;
     }
     #[expect(

@@ -3,9 +3,11 @@
 //! allocate, lock and run ordinary code), cheap (its address space is small) and inherits
 //! nothing wexec opened later: no other process's pipes, no listening socket.
 //!
-//! It reads requests from its socket: one byte and four descriptors (the control socket's
-//! helper end, then stdin, stdout, stderr for the program). It ends at end of file, when wexec
-//! is gone. Helpers are reaped by the kernel (SIGCHLD ignored here).
+//! Requests arrive on its socket: one byte and four descriptors (the control socket's helper
+//! end, then stdin, stdout, stderr for the program), taken by spare helpers it keeps forked.
+//! It ends when the socket hangs up, when wexec is gone. Helpers are reaped by the kernel
+//! (SIGCHLD ignored here). It also holds the network namespace confined processes without
+//! network share ([`network`]).
 
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
@@ -15,16 +17,60 @@ use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 
 use super::helper;
 
-/// Serves requests until wexec is gone; never returns.
+pub mod network;
+
+/// Helpers kept forked and waiting, so that a start does not wait for a fork of the zygote.
+const SPARES: usize = 2;
+
+/// Serves until wexec is gone; never returns. The zygote itself only forks: [`SPARES`]
+/// spare helpers wait on the socket, and each that takes a request asks for a replacement.
 pub fn serve(socket: OwnedFd) -> ! {
     quiet_stdio();
     ignore_children(true);
+    network::prepare();
+    let Ok((wake_read, wake_write)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+    else {
+        exit(1)
+    };
+    for _ in 0..SPARES {
+        fork_spare(&socket, &wake_read, &wake_write);
+    }
+    loop {
+        // No events asked on the socket (the spares read it): only its hang-up wakes us.
+        let mut fds = [
+            rustix::event::PollFd::new(&wake_read, rustix::event::PollFlags::IN),
+            rustix::event::PollFd::new(&socket, rustix::event::PollFlags::empty()),
+        ];
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(_) => exit(0),
+        }
+        if !fds[1].revents().is_empty() {
+            exit(0);
+        }
+        if fds[0].revents().contains(rustix::event::PollFlags::IN) {
+            let mut taken = [0u8; 16];
+            let count = rustix::io::read(&wake_read, &mut taken).unwrap_or(0);
+            for _ in 0..count {
+                fork_spare(&socket, &wake_read, &wake_write);
+            }
+        }
+    }
+}
+
+/// Forks a spare helper: it waits for one request, asks the zygote for a replacement and
+/// becomes that request's helper.
+fn fork_spare(socket: &OwnedFd, wake_read: &OwnedFd, wake_write: &OwnedFd) {
+    if fork() != Some(0) {
+        return;
+    }
+    let _ = wake_read;
     loop {
         let mut byte = [0u8; 1];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let received = rustix::net::recvmsg(
-            &socket,
+            socket,
             &mut [IoSliceMut::new(&mut byte)],
             &mut control,
             RecvFlags::CMSG_CLOEXEC,
@@ -43,16 +89,14 @@ pub fn serve(socket: OwnedFd) -> ! {
                 fds.extend(received);
             }
         }
+        // A malformed request closes its descriptors here: wexec's end of the control socket
+        // then reads end of file, and the start fails.
         let Ok([control, stdin, stdout, stderr]) = <[OwnedFd; 4]>::try_from(fds) else {
             continue;
         };
-        if fork() == Some(0) {
-            drop(socket);
-            ignore_children(false);
-            exit(helper::run(control, [stdin, stdout, stderr]));
-        }
-        // Here (the parent, or a failed fork) the descriptors close: wexec's end of the control
-        // socket then reads end of file, and the start fails.
+        let _ = rustix::io::write(wake_write, b"s");
+        ignore_children(false);
+        exit(helper::run(control, [stdin, stdout, stderr]));
     }
 }
 
