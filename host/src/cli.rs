@@ -87,9 +87,9 @@ pub struct Options {
     pub max_inbound_mib: u64,
 
     /// The process sandbox ceiling: what any process may do at most (a client's `sandbox` can
-    /// only narrow it). See docs/sandbox.md.
-    #[arg(long = "sandbox", value_name = "MODE", value_enum, default_value_t = Mode::WorkspaceWrite)]
-    pub sandbox_mode: Mode,
+    /// only narrow it); default workspace-write. See docs/sandbox.md.
+    #[arg(long = "sandbox", value_name = "MODE", value_enum)]
+    pub sandbox_mode: Option<Mode>,
 
     /// A directory processes may write under workspace-write (repeatable; default: the fs
     /// roots and the temp dir). Must exist.
@@ -298,19 +298,27 @@ impl Options {
                 return Err(StartupError::Limit(format!("{option} must be at least 1")));
             }
         }
-        let ceiling = self.ceiling(&fs_roots)?;
+        let (sandbox, limits) = match &self.config {
+            Some(config) => crate::config::load_process_settings(config)?,
+            None => Default::default(),
+        };
+        let ceiling = self.ceiling(&fs_roots, &sandbox)?;
         let mib = |value: Option<u64>| value.map(|mib| mib.saturating_mul(1024 * 1024));
+        let cpu_seconds = self.process_cpu_seconds.or(limits.cpu_seconds);
+        let memory_mib = self.process_memory_mib.or(limits.memory_mib);
+        let open_files = self.process_open_files.or(limits.open_files);
+        let file_size_mib = self.process_file_size_mib.or(limits.file_size_mib);
         let process_limits = Rlimits {
-            cpu_seconds: self.process_cpu_seconds,
-            address_space: mib(self.process_memory_mib),
-            open_files: self.process_open_files,
-            file_size: mib(self.process_file_size_mib),
+            cpu_seconds,
+            address_space: mib(memory_mib),
+            open_files,
+            file_size: mib(file_size_mib),
         };
         for (option, value) in [
-            ("--process-cpu-seconds", self.process_cpu_seconds),
-            ("--process-memory-mib", self.process_memory_mib),
-            ("--process-open-files", self.process_open_files),
-            ("--process-file-size-mib", self.process_file_size_mib),
+            ("--process-cpu-seconds", cpu_seconds),
+            ("--process-memory-mib", memory_mib),
+            ("--process-open-files", open_files),
+            ("--process-file-size-mib", file_size_mib),
         ] {
             if value == Some(0) {
                 return Err(StartupError::Limit(format!("{option} must be at least 1")));
@@ -373,7 +381,11 @@ impl Options {
 
     /// The sandbox ceiling: roots must exist; writable roots default to the fs roots and the
     /// temp dir.
-    fn ceiling(&self, fs_roots: &[PathBuf]) -> Result<Ceiling, StartupError> {
+    fn ceiling(
+        &self,
+        fs_roots: &[PathBuf],
+        config: &crate::config::SandboxSettings,
+    ) -> Result<Ceiling, StartupError> {
         let directories = |option: &'static str, paths: &[PathBuf]| {
             paths
                 .iter()
@@ -392,24 +404,36 @@ impl Options {
                 })
                 .collect::<Result<Vec<_>, _>>()
         };
-        let writable = if self.writable_roots.is_empty() {
+        let given = |cli: &[PathBuf], file: &[PathBuf]| -> Vec<PathBuf> {
+            if cli.is_empty() {
+                file.to_vec()
+            } else {
+                cli.to_vec()
+            }
+        };
+        let writable_roots = given(&self.writable_roots, &config.writable_roots);
+        let readable_roots = given(&self.readable_roots, &config.readable_roots);
+        let writable = if writable_roots.is_empty() {
             let mut writable = fs_roots.to_vec();
             writable.push(crate::sandbox::canonical(&std::env::temp_dir()));
             writable
         } else {
-            directories("--writable-root", &self.writable_roots)?
+            directories("--writable-root", &writable_roots)?
         };
-        let readable = if self.readable_roots.is_empty() {
+        let readable = if readable_roots.is_empty() {
             None
         } else {
-            Some(directories("--readable-root", &self.readable_roots)?)
+            Some(directories("--readable-root", &readable_roots)?)
         };
         Ok(Ceiling {
-            mode: self.sandbox_mode,
+            mode: self
+                .sandbox_mode
+                .or(config.mode)
+                .unwrap_or(Mode::WorkspaceWrite),
             writable,
             readable,
-            process_network: self.process_network,
-            processes: !self.no_processes,
+            process_network: self.process_network || config.process_network == Some(true),
+            processes: !self.no_processes && config.processes != Some(false),
         })
     }
 

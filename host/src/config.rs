@@ -16,6 +16,21 @@
 //! env-vars = ["LANG"]
 //! time-limit-ms = 2000          # overrides [limits] for this plugin
 //! memory-limit-mib = 64
+//!
+//! # The process sandbox ceiling and limits (docs/sandbox.md); the command line wins. Read at
+//! # startup only.
+//! [sandbox]
+//! mode = "workspace-write"       # read-only | workspace-write | danger-full-access
+//! writable-roots = ["/srv/work"]
+//! readable-roots = ["/srv"]
+//! process-network = false
+//! processes = true
+//!
+//! [process-limits]
+//! cpu-seconds = 600
+//! memory-mib = 4096
+//! open-files = 1024
+//! file-size-mib = 1024
 //! ```
 
 use std::collections::BTreeSet;
@@ -34,6 +49,63 @@ struct File {
     limits: LimitSettings,
     #[serde(default)]
     plugins: Vec<PluginEntry>,
+    #[serde(default)]
+    sandbox: SandboxSettings,
+    #[serde(default)]
+    process_limits: ProcessLimitSettings,
+}
+
+/// `[sandbox]`: the process ceiling, as the command line's options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SandboxSettings {
+    /// `--sandbox`.
+    pub mode: Option<crate::sandbox::Mode>,
+    /// `--writable-root`, relative to the file.
+    #[serde(default)]
+    pub writable_roots: Vec<PathBuf>,
+    /// `--readable-root`, relative to the file.
+    #[serde(default)]
+    pub readable_roots: Vec<PathBuf>,
+    /// `--process-network`.
+    pub process_network: Option<bool>,
+    /// `false`: `--no-processes`.
+    pub processes: Option<bool>,
+}
+
+/// `[process-limits]`: as the `--process-*` options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ProcessLimitSettings {
+    /// `--process-cpu-seconds`.
+    pub cpu_seconds: Option<u64>,
+    /// `--process-memory-mib`.
+    pub memory_mib: Option<u64>,
+    /// `--process-open-files`.
+    pub open_files: Option<u64>,
+    /// `--process-file-size-mib`.
+    pub file_size_mib: Option<u64>,
+}
+
+/// The file's process settings, paths made absolute against its directory.
+pub fn load_process_settings(
+    path: &Path,
+) -> Result<(SandboxSettings, ProcessLimitSettings), ConfigError> {
+    let fail = |reason: String| ConfigError {
+        file: path.display().to_string(),
+        reason,
+    };
+    let text =
+        std::fs::read_to_string(path).map_err(|err| fail(format!("cannot be read: {err}")))?;
+    let file: File = toml::from_str(&text).map_err(|err| fail(err.message().to_owned()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut sandbox = file.sandbox;
+    for roots in [&mut sandbox.writable_roots, &mut sandbox.readable_roots] {
+        for root in roots.iter_mut() {
+            *root = base.join(&*root);
+        }
+    }
+    Ok((sandbox, file.process_limits))
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

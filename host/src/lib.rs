@@ -56,15 +56,17 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     probe_sandbox(&settings).await?;
     let (listen, token) = (settings.listen, settings.token.clone());
     let server = server::ServerState::new(settings).await?;
-    match listen {
+    let served = match listen {
         Listen::Stdio => server::serve_stdio(server, shutdown)
             .await
-            .map_err(RunError::Stdio)?,
-        Listen::WebSocket(addr) => {
-            server::serve_websocket(server, addr, token, shutdown).await?;
-        }
-    }
-    Ok(())
+            .map_err(RunError::Stdio),
+        Listen::WebSocket(addr) => server::serve_websocket(server, addr, token, shutdown)
+            .await
+            .map_err(RunError::from),
+    };
+    // Every process is gone: nothing of the sandbox stays on disk.
+    sandbox::release_all();
+    served
 }
 
 /// Finds out whether this kernel can confine processes; refuses to serve when it cannot

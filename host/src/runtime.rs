@@ -420,6 +420,7 @@ impl Runtime {
         let call = CallContext {
             reply: None,
             handles: Arc::default(),
+            sandbox: None,
         };
         self.call(&plugin, &InstancePool::default(), method, "null", call)
             .await
@@ -671,6 +672,8 @@ pub struct CallContext {
     pub reply: Option<Arc<Reply>>,
     /// The file handles the called plugin opened on the calling connection.
     pub handles: Arc<FileHandles>,
+    /// The request's `sandbox` (and the ceiling) for the filesystem capability, if any.
+    pub sandbox: Option<Arc<filesystem::FsPolicy>>,
 }
 
 struct Instance {

@@ -12,7 +12,7 @@ pub mod rules;
 use std::path::{Path, PathBuf};
 
 pub use ceiling::{Ceiling, Mode};
-pub use placeholders::{Held, hold};
+pub use placeholders::{Held, hold, release_all};
 pub use request::request_rules;
 
 use crate::process::supervisor::wire::{Confinement, Layer, LayerAccess};

@@ -280,11 +280,16 @@ async fn not_found_invalid_and_symlink_cases_have_their_codes_and_texts() {
         true
     );
 
-    let restrictive = json!({"permissions": {"type": "workspace-write"}});
+    // A `sandbox` is decoded as Codex's type (its enforcement: tests/sandbox/fs_methods.rs).
+    let malformed =
+        json!({"permissions": {"type": "workspace-write"}, "windowsSandboxLevel": "disabled"});
     assert_eq!(
-        f.err("fs/readFile", json!({"path": link, "sandbox": restrictive}))
+        f.err("fs/readFile", json!({"path": link, "sandbox": malformed}))
             .await,
-        rpc_error(-32602, "sandbox intent cannot be enforced on this executor")
+        rpc_error(
+            -32602,
+            "unknown variant `workspace-write`, expected one of `managed`, `disabled`, `external`"
+        )
     );
 }
 

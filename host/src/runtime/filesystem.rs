@@ -14,6 +14,7 @@ mod handles;
 mod host;
 mod open;
 mod ops;
+mod policy;
 mod resolve;
 mod tree;
 
@@ -25,6 +26,7 @@ use cap_std::fs::Dir;
 
 pub use self::contents::Contents;
 pub use self::handles::{ConnectionHandles, FileHandles};
+pub use self::policy::FsPolicy;
 use super::bindings::wexec::plugin::filesystem::{Error, ErrorKind};
 use crate::grants::FsRoot;
 
@@ -302,7 +304,7 @@ mod tests {
             "/proc/self/root/etc/passwd".to_owned(),
         ];
         for path in cases {
-            let err = roots.read_file(&path, true).unwrap_err();
+            let err = roots.read_file(&path, true, None).unwrap_err();
             assert_eq!(err.kind, ErrorKind::OutsideRoots, "{path}: {}", err.message);
             assert_eq!(
                 err.message,
@@ -315,19 +317,19 @@ mod tests {
         std::os::unix::fs::symlink(root.join("sub"), root.join("abs-dir")).unwrap();
         assert_eq!(
             roots
-                .read_file(&format!("{root_str}/abs-inside"), true)
+                .read_file(&format!("{root_str}/abs-inside"), true, None)
                 .unwrap(),
             b"in"
         );
         assert_eq!(
             roots
-                .read_file(&format!("{root_str}/abs-dir/inner.txt"), true)
+                .read_file(&format!("{root_str}/abs-dir/inner.txt"), true, None)
                 .unwrap(),
             b"in"
         );
         // Writing through a symlinked directory leading out creates nothing.
         let err = roots
-            .write_file(&format!("{root_str}/dir-link/created"), b"x", true)
+            .write_file(&format!("{root_str}/dir-link/created"), b"x", true, None)
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::OutsideRoots);
         assert!(!base.join("created").exists());

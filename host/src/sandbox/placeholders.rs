@@ -15,10 +15,16 @@ use std::sync::{Mutex, PoisonError};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
+/// How long an unused placeholder stays, so that back-to-back starts reuse it instead of
+/// making and removing it each time.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A placeholder this wexec holds.
 struct Entry {
     /// Processes holding it.
     count: usize,
+    /// When the last of them let go (it is removed [`LINGER`] later).
+    idle_since: Option<std::time::Instant>,
     /// The open directory carrying this wexec's shared lock.
     _lock: OwnedFd,
     /// This wexec made it (so it removes it, when it can).
@@ -49,6 +55,7 @@ pub fn hold(paths: &[PathBuf]) -> std::io::Result<Held> {
     for path in paths {
         if let Some(entry) = table.get_mut(path) {
             entry.count += 1;
+            entry.idle_since = None;
             taken.paths.push(path.clone());
             continue;
         }
@@ -95,6 +102,7 @@ fn lock(path: &Path) -> std::io::Result<Option<Entry>> {
         if same {
             return Ok(Some(Entry {
                 count: 1,
+                idle_since: None,
                 _lock: fd,
                 created,
             }));
@@ -115,23 +123,70 @@ impl Drop for Held {
         let Some(table) = held.as_mut() else {
             return;
         };
+        let now = std::time::Instant::now();
         for path in self.paths.drain(..) {
-            let Some(entry) = table.get_mut(&path) else {
-                continue;
-            };
-            entry.count -= 1;
-            if entry.count > 0 {
-                continue;
+            if let Some(entry) = table.get_mut(&path) {
+                entry.count -= 1;
+                if entry.count == 0 {
+                    entry.idle_since = Some(now);
+                }
             }
-            let Some(entry) = table.remove(&path) else {
-                continue;
-            };
+        }
+        sweep(table, |idle_since| now.duration_since(idle_since) >= LINGER);
+        drop(held);
+        schedule_sweep();
+    }
+}
+
+/// Removes the unused placeholders `expired` says are due.
+fn sweep(table: &mut HashMap<PathBuf, Entry>, expired: impl Fn(std::time::Instant) -> bool) {
+    let due: Vec<PathBuf> = table
+        .iter()
+        .filter(|(_, entry)| entry.count == 0 && entry.idle_since.is_some_and(&expired))
+        .map(|(path, _)| path.clone())
+        .collect();
+    for path in due {
+        if let Some(entry) = table.remove(&path) {
             let created = entry.created;
             drop(entry);
             if created {
                 remove_if_unused(&path);
             }
         }
+    }
+}
+
+/// Sweeps again once the latest release has lingered (one timer thread at a time).
+fn schedule_sweep() {
+    static SCHEDULED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SCHEDULED.swap(true, std::sync::atomic::Ordering::AcqRel) {
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("wexec-placeholders".into())
+        .spawn(|| {
+            loop {
+                std::thread::sleep(LINGER);
+                let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+                let now = std::time::Instant::now();
+                let Some(table) = held.as_mut() else { break };
+                sweep(table, |idle_since| now.duration_since(idle_since) >= LINGER);
+                if table.values().all(|entry| entry.count > 0) {
+                    SCHEDULED.store(false, std::sync::atomic::Ordering::Release);
+                    break;
+                }
+            }
+        });
+    if spawned.is_err() {
+        SCHEDULED.store(false, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Removes every unused placeholder now (wexec is ending).
+pub fn release_all() {
+    let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(table) = held.as_mut() {
+        sweep(table, |_| true);
     }
 }
 

@@ -74,6 +74,23 @@ impl Rules {
     }
 }
 
+impl Rules {
+    /// The access of both at once: at every path the weaker of the two.
+    pub fn intersect(&self, other: &Self) -> Self {
+        let mut paths: Vec<&Path> = std::iter::once(Path::new("/"))
+            .chain(self.paths())
+            .chain(other.paths())
+            .collect();
+        paths.sort();
+        paths.dedup();
+        let mut both = Self::default();
+        for path in paths {
+            both.add(path.to_path_buf(), self.level(path).min(other.level(path)));
+        }
+        both
+    }
+}
+
 /// The effective access of `request` under `ceiling` as mount layers: `/` first, then each
 /// path whose access differs from its parent's, parents before children. Writable paths other
 /// than `/` keep [`PROTECTED_NAMES`] read-only.
@@ -188,6 +205,21 @@ mod tests {
         assert_eq!(full, vec![(PathBuf::from("/"), Level::Write)]);
         assert!(!restricts(&full, true));
         assert!(restricts(&full, false));
+    }
+
+    #[test]
+    fn an_intersection_is_the_weaker_access_everywhere() {
+        let a = rules(&[
+            ("/", Level::Read),
+            ("/w", Level::Write),
+            ("/w/s", Level::Hidden),
+        ]);
+        let b = rules(&[("/", Level::Write), ("/w/.git", Level::Read)]);
+        let both = a.intersect(&b);
+        assert_eq!(both.level(Path::new("/etc")), Level::Read);
+        assert_eq!(both.level(Path::new("/w/x")), Level::Write);
+        assert_eq!(both.level(Path::new("/w/.git/x")), Level::Read);
+        assert_eq!(both.level(Path::new("/w/s/x")), Level::Hidden);
     }
 
     #[test]

@@ -76,50 +76,18 @@ fn yes() -> bool {
     true
 }
 
-/// The Codex sandbox context (PROTOCOL §7.3): fs methods are served unless a restrictive
-/// confinement is asked for; the roots are wexec's sandbox.
-fn check_sandbox(sandbox: Option<&Value>) -> Result<(), RpcError> {
-    let Some(permissions) = sandbox
-        .and_then(|sandbox| sandbox.get("permissions"))
-        .filter(|p| !p.is_null())
-    else {
-        return Ok(());
-    };
-    let allowed = match permissions.get("type").and_then(Value::as_str) {
-        Some("disabled" | "external") => true,
-        Some("managed") => {
-            permissions
-                .get("file_system")
-                .and_then(|fs| fs.get("type"))
-                .and_then(Value::as_str)
-                == Some("unrestricted")
-        }
-        _ => false,
-    };
-    if allowed {
-        Ok(())
-    } else {
-        Err(RpcError::invalid_params(
-            "sandbox intent cannot be enforced on this executor",
-        ))
-    }
-}
-
 /// Params with one path.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct PathParams {
     path: String,
-    #[serde(default)]
-    sandbox: Option<Value>,
     #[serde(default = "yes")]
     follow_symlinks: bool,
 }
 
 impl PathParams {
-    /// Sandbox first, then the path.
+    /// The path; the host validated and applies the request's `sandbox` (PROTOCOL §7.3).
     fn native(&self) -> Result<String, RpcError> {
-        check_sandbox(self.sandbox.as_ref())?;
         uri::decode(&self.path)
     }
 }
@@ -262,11 +230,8 @@ fn copy(call: &Call) -> Result<Value, RpcError> {
         source_path: String,
         destination_path: String,
         recursive: bool,
-        #[serde(default)]
-        sandbox: Option<Value>,
     }
     let params: Params = decode(call)?;
-    check_sandbox(params.sandbox.as_ref())?;
     let source = uri::decode(&params.source_path)?;
     let destination = uri::decode(&params.destination_path)?;
     fs::copy(&source, &destination, params.recursive).map_err(RpcError::from)?;

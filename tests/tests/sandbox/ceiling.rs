@@ -210,3 +210,68 @@ async fn no_processes_refuses_every_process_method() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_config_file_sets_the_ceiling_and_the_command_line_wins() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let config = dir.path().join("wexec.toml");
+    std::fs::write(
+        &config,
+        "[sandbox]\nmode = \"read-only\"\n\n[process-limits]\nopen-files = 40\n",
+    )
+    .expect("config");
+    let config = config.display().to_string();
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root, "--config", &config]);
+    client.handshake().await;
+    let denied = run(
+        &mut client,
+        "w",
+        "ulimit -n; echo x > f",
+        dir.path(),
+        Value::Null,
+    )
+    .await;
+    assert!(denied.output.starts_with("40\n"), "{denied:?}");
+    assert!(
+        denied.output.contains("Read-only file system"),
+        "{denied:?}"
+    );
+    drop(client);
+    let (_server, mut client) = spawn_stdio(&[
+        "--fs-root",
+        &root,
+        "--config",
+        &config,
+        "--sandbox",
+        "workspace-write",
+        "--process-open-files",
+        "50",
+    ]);
+    client.handshake().await;
+    let allowed = run(
+        &mut client,
+        "w",
+        "ulimit -n; echo x > f && echo ok",
+        dir.path(),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(allowed.output, "50\nok\n", "{allowed:?}");
+    std::fs::write(
+        dir.path().join("off.toml"),
+        "[sandbox]\nprocesses = false\n",
+    )
+    .expect("config");
+    let off = dir.path().join("off.toml").display().to_string();
+    drop(client);
+    let (_server, mut client) = spawn_stdio(&["--config", &off]);
+    client.handshake().await;
+    let error = client
+        .call_err("process/read", json!({"processId": "p"}))
+        .await;
+    assert_eq!(
+        error,
+        rpc_error(-32600, "process execution is disabled on this executor")
+    );
+}

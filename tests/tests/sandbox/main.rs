@@ -9,6 +9,7 @@
 
 mod ceiling;
 mod escapes;
+mod fs_methods;
 mod lifetime;
 mod limits;
 mod modes;

@@ -60,7 +60,14 @@ impl FileHandles {
     }
 
     /// Opens `path` as handle `id`.
-    pub fn open(&self, id: &str, roots: &Roots, path: &str, mode: OpenMode) -> Result<(), Error> {
+    pub fn open(
+        &self,
+        id: &str,
+        roots: &Roots,
+        path: &str,
+        mode: OpenMode,
+        policy: Option<&super::FsPolicy>,
+    ) -> Result<(), Error> {
         if id.len() > MAX_HANDLE_ID_BYTES {
             return Err(invalid(
                 "file read handle ID must not exceed 32 bytes".into(),
@@ -78,7 +85,7 @@ impl FileHandles {
             }
             slots.insert(id.to_owned(), Slot::Opening);
         }
-        let opened = roots.open_file(path, mode);
+        let opened = roots.open_file(path, mode, policy);
         let mut slots = self.slots();
         match opened {
             Ok((file, writable)) => {

@@ -45,6 +45,11 @@ impl HostState {
         self.timed(|state| threads::long_blocking(|| operation(state)))
     }
 
+    /// The sandbox of the call in progress, if its request carried one.
+    fn policy(&self) -> Option<&super::FsPolicy> {
+        self.call.as_ref().and_then(|call| call.sandbox.as_deref())
+    }
+
     /// The handles the called plugin opened on the calling connection.
     fn handles(&self) -> Result<std::sync::Arc<super::FileHandles>, Error> {
         self.call
@@ -56,7 +61,12 @@ impl HostState {
 
 impl Host for HostState {
     async fn read_file(&mut self, path: String, follow_symlinks: bool) -> Result<Vec<u8>, Error> {
-        self.timed(|state| state.plugin.roots.read_file(&path, follow_symlinks))
+        self.timed(|state| {
+            state
+                .plugin
+                .roots
+                .read_file(&path, follow_symlinks, state.policy())
+        })
     }
 
     async fn read_file_contents(
@@ -64,7 +74,12 @@ impl Host for HostState {
         path: String,
         follow_symlinks: bool,
     ) -> Result<Resource<Contents>, Error> {
-        let file = self.timed(|state| state.plugin.roots.open_to_read(&path, follow_symlinks))?;
+        let file = self.timed(|state| {
+            state
+                .plugin
+                .roots
+                .open_to_read(&path, follow_symlinks, state.policy())
+        })?;
         // Before the bytes exist: a client not reading its replies holds them back here.
         let reserved = self.reserve_contents(file.size()).await;
         // Granted already: only the time is counted.
@@ -81,7 +96,12 @@ impl Host for HostState {
         data: Vec<u8>,
         follow_symlinks: bool,
     ) -> Result<(), Error> {
-        let write = |state: &Self| state.plugin.roots.write_file(&path, &data, follow_symlinks);
+        let write = |state: &Self| {
+            state
+                .plugin
+                .roots
+                .write_file(&path, &data, follow_symlinks, state.policy())
+        };
         if data.len() >= LONG_WRITE_BYTES {
             self.timed_long(write)
         } else {
@@ -90,7 +110,12 @@ impl Host for HostState {
     }
 
     async fn create_directory(&mut self, path: String, recursive: bool) -> Result<(), Error> {
-        self.timed_long(|state| state.plugin.roots.create_directory(&path, recursive))
+        self.timed_long(|state| {
+            state
+                .plugin
+                .roots
+                .create_directory(&path, recursive, state.policy())
+        })
     }
 
     async fn get_metadata(
@@ -98,19 +123,29 @@ impl Host for HostState {
         path: String,
         follow_symlinks: bool,
     ) -> Result<Metadata, Error> {
-        self.timed(|state| state.plugin.roots.metadata(&path, follow_symlinks))
+        self.timed(|state| {
+            state
+                .plugin
+                .roots
+                .metadata(&path, follow_symlinks, state.policy())
+        })
     }
 
     async fn canonicalize(&mut self, path: String) -> Result<String, Error> {
-        self.timed(|state| state.plugin.roots.canonicalize(&path))
+        self.timed(|state| state.plugin.roots.canonicalize(&path, state.policy()))
     }
 
     async fn read_directory(&mut self, path: String) -> Result<Vec<DirEntry>, Error> {
-        self.timed_long(|state| state.plugin.roots.read_directory(&path))
+        self.timed_long(|state| state.plugin.roots.read_directory(&path, state.policy()))
     }
 
     async fn remove(&mut self, path: String, recursive: bool, force: bool) -> Result<(), Error> {
-        self.timed_long(|state| state.plugin.roots.remove(&path, recursive, force))
+        self.timed_long(|state| {
+            state
+                .plugin
+                .roots
+                .remove(&path, recursive, force, state.policy())
+        })
     }
 
     async fn copy(
@@ -119,14 +154,19 @@ impl Host for HostState {
         destination: String,
         recursive: bool,
     ) -> Result<(), Error> {
-        self.timed_long(|state| state.plugin.roots.copy(&source, &destination, recursive))
+        self.timed_long(|state| {
+            state
+                .plugin
+                .roots
+                .copy(&source, &destination, recursive, state.policy())
+        })
     }
 
     async fn open(&mut self, handle_id: String, path: String, mode: OpenMode) -> Result<(), Error> {
         self.timed(|state| {
             state
                 .handles()?
-                .open(&handle_id, &state.plugin.roots, &path, mode)
+                .open(&handle_id, &state.plugin.roots, &path, mode, state.policy())
         })
     }
 

@@ -6,6 +6,7 @@ use std::time::UNIX_EPOCH;
 
 use rustix::fs::FileType;
 
+use super::policy::FsPolicy;
 use super::resolve::Resolved;
 use super::{Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Roots, invalid, open};
 use crate::runtime::bindings::wexec::plugin::filesystem::{DirEntry, FileKind, Metadata, OpenMode};
@@ -51,14 +52,25 @@ impl Roots {
     }
 
     /// `read-file`.
-    pub fn read_file(&self, path: &str, follow: bool) -> Result<Vec<u8>, Error> {
-        self.open_to_read(path, follow)?.read()
+    pub fn read_file(
+        &self,
+        path: &str,
+        follow: bool,
+        policy: Option<&FsPolicy>,
+    ) -> Result<Vec<u8>, Error> {
+        self.open_to_read(path, follow, policy)?.read()
     }
 
     /// The first half of `read-file`: the file opened and checked, its size known, nothing
     /// read yet.
-    pub fn open_to_read(&self, path: &str, follow: bool) -> Result<FileToRead, Error> {
+    pub fn open_to_read(
+        &self,
+        path: &str,
+        follow: bool,
+        policy: Option<&FsPolicy>,
+    ) -> Result<FileToRead, Error> {
         let resolved = self.resolve(path, follow)?;
+        check(policy, |policy| policy.read(&resolved, false))?;
         if !follow {
             Self::refuse_symlink(&resolved)?;
         }
@@ -74,9 +86,16 @@ impl Roots {
     }
 
     /// `write-file`: creates or truncates a regular file.
-    pub fn write_file(&self, path: &str, data: &[u8], follow: bool) -> Result<(), Error> {
+    pub fn write_file(
+        &self,
+        path: &str,
+        data: &[u8],
+        follow: bool,
+        policy: Option<&FsPolicy>,
+    ) -> Result<(), Error> {
         use std::io::Write;
         let resolved = self.resolve(path, follow)?;
+        check(policy, |policy| policy.write(&resolved, false))?;
         resolved.writable()?;
         if !follow {
             Self::refuse_symlink(&resolved)?;
@@ -87,8 +106,14 @@ impl Roots {
     }
 
     /// `create-directory`.
-    pub fn create_directory(&self, path: &str, recursive: bool) -> Result<(), Error> {
+    pub fn create_directory(
+        &self,
+        path: &str,
+        recursive: bool,
+        policy: Option<&FsPolicy>,
+    ) -> Result<(), Error> {
         let resolved = self.resolve(path, true)?;
+        check(policy, |policy| policy.write(&resolved, false))?;
         resolved.writable()?;
         let dir = &resolved.root.dir;
         let created = if recursive {
@@ -100,8 +125,14 @@ impl Roots {
     }
 
     /// `metadata`.
-    pub fn metadata(&self, path: &str, follow: bool) -> Result<Metadata, Error> {
+    pub fn metadata(
+        &self,
+        path: &str,
+        follow: bool,
+        policy: Option<&FsPolicy>,
+    ) -> Result<Metadata, Error> {
         let resolved = self.resolve(path, false)?;
+        check(policy, |policy| policy.read(&resolved, false))?;
         let dir = &resolved.root.dir;
         let link = dir
             .symlink_metadata(&resolved.relative)
@@ -145,8 +176,9 @@ impl Roots {
 
     /// `canonicalize`: resolution follows every symlink inside the root, so once every
     /// component exists, what it reached is the canonical path, inside the root.
-    pub fn canonicalize(&self, path: &str) -> Result<String, Error> {
+    pub fn canonicalize(&self, path: &str, policy: Option<&FsPolicy>) -> Result<String, Error> {
         let resolved = self.resolve(path, true)?;
+        check(policy, |policy| policy.read(&resolved, false))?;
         if !resolved.exists {
             // Whatever is missing or no directory answers as the OS would.
             let err = resolved
@@ -168,8 +200,13 @@ impl Roots {
     /// `read-directory`: types follow symlinks; dangling and escaping links are flagged; a
     /// hidden directory is omitted. The entries are counted before any link is resolved, and
     /// the links' resolution together walks at most [`MAX_LISTING_STEPS`] components.
-    pub fn read_directory(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
+    pub fn read_directory(
+        &self,
+        path: &str,
+        policy: Option<&FsPolicy>,
+    ) -> Result<Vec<DirEntry>, Error> {
         let (resolved, walk) = self.resolve_directory(path)?;
+        check(policy, |policy| policy.read(&resolved, false))?;
         let dir = &resolved.root.dir;
         let entries = dir
             .read_dir(&resolved.relative)
@@ -241,8 +278,15 @@ impl Roots {
     }
 
     /// `remove`: never follows symlinks; a granted root itself cannot be removed.
-    pub fn remove(&self, path: &str, recursive: bool, force: bool) -> Result<(), Error> {
+    pub fn remove(
+        &self,
+        path: &str,
+        recursive: bool,
+        force: bool,
+        policy: Option<&FsPolicy>,
+    ) -> Result<(), Error> {
         let resolved = self.resolve(path, false)?;
+        check(policy, |policy| policy.write(&resolved, recursive))?;
         resolved.writable()?;
         if resolved.is_root() {
             return Err(invalid(format!(
@@ -269,9 +313,17 @@ impl Roots {
 
     /// `copy`: both paths are checked before any I/O; links are copied as links; only regular
     /// files are read and written, FIFOs and devices inside a tree are skipped.
-    pub fn copy(&self, source: &str, destination: &str, recursive: bool) -> Result<(), Error> {
+    pub fn copy(
+        &self,
+        source: &str,
+        destination: &str,
+        recursive: bool,
+        policy: Option<&FsPolicy>,
+    ) -> Result<(), Error> {
         let from = self.resolve(source, false)?;
         let to = self.resolve(destination, false)?;
+        check(policy, |policy| policy.read(&from, recursive))?;
+        check(policy, |policy| policy.write(&to, recursive))?;
         to.writable()?;
         let meta = from
             .root
@@ -305,16 +357,33 @@ impl Roots {
 
     /// Opens a file for a handle: a regular file to read, or a regular file created or
     /// truncated to write. Returns the file and whether it was opened for writing.
-    pub fn open_file(&self, path: &str, mode: OpenMode) -> Result<(std::fs::File, bool), Error> {
+    pub fn open_file(
+        &self,
+        path: &str,
+        mode: OpenMode,
+        policy: Option<&FsPolicy>,
+    ) -> Result<(std::fs::File, bool), Error> {
         let resolved = self.resolve(path, true)?;
         match mode {
-            OpenMode::Read => Ok((open::read(&resolved)?.0, false)),
+            OpenMode::Read => {
+                check(policy, |policy| policy.read(&resolved, false))?;
+                Ok((open::read(&resolved)?.0, false))
+            }
             OpenMode::Replace => {
+                check(policy, |policy| policy.write(&resolved, false))?;
                 resolved.writable()?;
                 Ok((open::write(&resolved, true)?, true))
             }
         }
     }
+}
+
+/// Applies the call's sandbox, if it has one.
+fn check(
+    policy: Option<&FsPolicy>,
+    allowed: impl FnOnce(&FsPolicy) -> Result<(), Error>,
+) -> Result<(), Error> {
+    policy.map_or(Ok(()), allowed)
 }
 
 /// A regular file opened to be read whole ([`Roots::open_to_read`]).

@@ -1,13 +1,19 @@
 //! `plugin/list` and calls to plugin-claimed methods (PROTOCOL §11).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::path_uri;
+use crate::protocol::sandbox::SandboxContext;
 use crate::protocol::{PluginGrants, PluginList, PluginListing};
-use crate::rpc::{RpcResult, expect_no_params, method_not_found, to_result};
+use crate::rpc::{
+    RpcError, RpcResult, expect_no_params, invalid_params, method_not_found, to_result,
+};
 use crate::runtime::CallContext;
+use crate::runtime::filesystem::FsPolicy;
+use crate::sandbox::{self, rules::Level, rules::Rules};
 use crate::server::processor::RequestContext;
 
 /// A method claimed by a plugin: its params (absent = `null`) go to the plugin as JSON text,
@@ -19,6 +25,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
     let call = CallContext {
         reply: Some(Arc::clone(&ctx.reply)),
         handles: ctx.connection.handles.for_plugin(&plugin.name),
+        sandbox: call_sandbox(&ctx, &params)?,
     };
     ctx.server
         .runtime
@@ -30,6 +37,44 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
             call,
         )
         .await
+}
+
+/// Methods whose `sandbox` param (Codex's, PROTOCOL §7.3) confines the filesystem capability
+/// for the call, whichever plugin serves them.
+fn takes_sandbox(method: &str) -> bool {
+    ["fs/", "capabilityRoots/", "capabilities/"]
+        .iter()
+        .any(|prefix| method.starts_with(prefix))
+}
+
+/// The call's filesystem policy: plugin grants ∩ the request's `sandbox` ∩, under a read-only
+/// ceiling, no writes (docs/sandbox.md). `None` when nothing narrows the grants.
+fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPolicy>>, RpcError> {
+    if !takes_sandbox(&ctx.method) {
+        return Ok(None);
+    }
+    let request = match params.get("sandbox") {
+        None | Some(Value::Null) => None,
+        Some(sandbox) => Some(
+            serde_json::from_value::<SandboxContext>(sandbox.clone())
+                .map_err(|err| invalid_params(err.to_string()))?,
+        ),
+    };
+    let read_only = ctx.server.processes.ceiling.mode == sandbox::Mode::ReadOnly;
+    let mut rules = match &request {
+        None if !read_only => return Ok(None),
+        None => Rules::full(),
+        Some(context) => {
+            let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
+            sandbox::request_rules(context, Path::new("/"), tmpdir.as_deref())?.0
+        }
+    };
+    if read_only {
+        let mut ceiling = Rules::default();
+        ceiling.add("/".into(), Level::Read);
+        rules = rules.intersect(&ceiling);
+    }
+    Ok(Some(Arc::new(FsPolicy::new(rules))))
 }
 
 /// `plugin/list`: every plugin with its methods and effective grants.
