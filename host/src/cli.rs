@@ -73,9 +73,11 @@ pub struct Options {
     #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
-    /// Live processes one session may have (started and not yet ended with all they forked).
-    #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_SESSION_PROCESSES)]
-    pub session_processes: usize,
+    /// Live processes one session may have (started and not yet ended with all they forked;
+    /// default 256). Set explicitly, it also caps the session's tasks with a pids cgroup, so a
+    /// fork bomb gets EAGAIN (wexec refuses to start if it cannot make one).
+    #[arg(long, value_name = "N")]
+    pub session_processes: Option<usize>,
 
     /// Live processes across every session.
     #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_MAX_PROCESSES)]
@@ -174,6 +176,8 @@ pub struct Settings {
     pub ceiling: Ceiling,
     /// Per-process kernel limits.
     pub process_limits: Rlimits,
+    /// With `--session-processes` given: the tasks each session's pids cgroup holds.
+    pub session_tasks: Option<usize>,
     /// Pretend the kernel cannot confine processes (tests).
     pub simulate_missing_sandbox: bool,
 }
@@ -291,7 +295,11 @@ impl Options {
         }
         for (option, value) in [
             ("--max-connections", self.max_connections),
-            ("--session-processes", self.session_processes),
+            (
+                "--session-processes",
+                self.session_processes
+                    .unwrap_or(crate::server::limits::DEFAULT_SESSION_PROCESSES),
+            ),
             ("--max-processes", self.max_processes),
         ] {
             if value == 0 {
@@ -327,6 +335,7 @@ impl Options {
         Ok(Settings {
             ceiling,
             process_limits,
+            session_tasks: self.session_processes,
             simulate_missing_sandbox: self.simulate_missing_sandbox,
             listen,
             token,
@@ -337,7 +346,9 @@ impl Options {
             reload,
             limits: crate::server::limits::ServerLimits {
                 max_connections: self.max_connections,
-                session_processes: self.session_processes,
+                session_processes: self
+                    .session_processes
+                    .unwrap_or(crate::server::limits::DEFAULT_SESSION_PROCESSES),
                 max_processes: self.max_processes,
                 inbound_bytes,
             },

@@ -54,6 +54,13 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     }
     let shutdown = shutdown_signal()?;
     probe_sandbox(&settings).await?;
+    if settings.session_tasks.is_some() && settings.ceiling.processes {
+        process::cgroup::prepare().map_err(|reason| {
+            RunError::Sandbox(format!(
+                "cannot enforce --session-processes on this host: {reason}"
+            ))
+        })?;
+    }
     let (listen, token) = (settings.listen, settings.token.clone());
     let server = server::ServerState::new(settings).await?;
     let served = match listen {
@@ -66,6 +73,7 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     };
     // Every process is gone: nothing of the sandbox stays on disk.
     sandbox::release_all();
+    process::cgroup::release();
     served
 }
 

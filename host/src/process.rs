@@ -2,6 +2,7 @@
 //! signals and termination. Spawning lives in [`spawn`], on the [`supervisor`] that keeps
 //! every descendant within its session; reading a child's output and its exit, in `pump`.
 
+pub mod cgroup;
 pub mod env;
 pub mod output;
 pub mod pty;
@@ -69,6 +70,8 @@ pub struct ProcessTable {
     /// output): held, so that they end with the session.
     lingering: Mutex<Vec<Arc<Process>>>,
     sink: Arc<EventSink>,
+    /// The session's pids cgroup, made at its first start (with `--session-processes`).
+    cgroup: Mutex<Option<Arc<cgroup::SessionCgroup>>>,
 }
 
 /// Why a `process/start` could not register its id.
@@ -94,7 +97,19 @@ impl ProcessTable {
             host_live,
             lingering: Mutex::default(),
             sink: Arc::default(),
+            cgroup: Mutex::default(),
         }
+    }
+
+    /// The session's pids cgroup holding at most `tasks` tasks, made on first use.
+    pub fn cgroup(&self, tasks: usize) -> std::io::Result<Arc<cgroup::SessionCgroup>> {
+        let mut slot = lock(&self.cgroup);
+        if let Some(group) = slot.as_ref() {
+            return Ok(Arc::clone(group));
+        }
+        let group = Arc::new(cgroup::SessionCgroup::new(tasks)?);
+        *slot = Some(Arc::clone(&group));
+        Ok(group)
     }
 
     /// The sink notifications of this table's processes go to.

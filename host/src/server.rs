@@ -60,6 +60,8 @@ pub struct ProcessSettings {
     pub ceiling: crate::sandbox::Ceiling,
     /// Kernel limits for every process.
     pub limits: crate::process::supervisor::wire::Rlimits,
+    /// Tasks per session's pids cgroup, when the operator set `--session-processes`.
+    pub session_tasks: Option<usize>,
 }
 
 impl ServerState {
@@ -79,6 +81,7 @@ impl ServerState {
             processes: ProcessSettings {
                 ceiling: settings.ceiling,
                 limits: settings.process_limits,
+                session_tasks: settings.session_tasks,
             },
             environment_info: std::sync::RwLock::new(environment_info),
         });

@@ -37,6 +37,8 @@ pub struct SpawnSpec<'a> {
     pub confinement: Option<Confinement>,
     /// Kernel limits.
     pub limits: Rlimits,
+    /// The session's pids cgroup (`cgroup.procs`), if the operator limits its tasks.
+    pub cgroup: Option<PathBuf>,
 }
 
 /// A running child and its streams.
@@ -87,6 +89,10 @@ pub async fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
         tty: spec.tty,
         confinement: spec.confinement.clone(),
         limits: spec.limits,
+        cgroup: spec
+            .cgroup
+            .as_ref()
+            .map(|path| path.to_string_lossy().into_owned()),
     };
     let (stdio, io) = if spec.tty {
         let pair = pty::open()?;
@@ -139,6 +145,7 @@ pub async fn probe() -> Result<(), crate::sandbox::kernel::Unavailable> {
             probe: true,
         }),
         limits: Rlimits::default(),
+        cgroup: None,
     };
     let stdio = [dev_null(), dev_null(), dev_null()];
     let [Ok(a), Ok(b), Ok(c)] = stdio else {

@@ -59,6 +59,7 @@ pub fn start(
     confinement: &Confinement,
     stdio: [OwnedFd; 3],
     control: std::os::fd::RawFd,
+    join: Option<std::os::fd::RawFd>,
 ) -> Result<Pid, StartFailure> {
     let filters = filter::compile(confinement.network).map_err(StartFailure::Setup)?;
     enter_namespaces(confinement.network).map_err(StartFailure::Setup)?;
@@ -86,15 +87,15 @@ pub fn start(
             unsafe {
                 libc::close(control);
             }
-            super::zygote::exit(init::run(
+            let prepared = init::Prepared {
                 launch,
                 confinement,
-                &filters,
+                filters: &filters,
                 empty_root,
-                &helper_alive,
-                stdio,
-                status_write,
-            ))
+                helper_alive: &helper_alive,
+                join,
+            };
+            super::zygote::exit(init::run(&prepared, stdio, status_write))
         }
         Some(pid) => pid,
         None => {

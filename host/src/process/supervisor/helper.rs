@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -34,7 +34,26 @@ pub fn run(control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
         return 1;
     };
     let confined = launch.confinement.is_some();
-    let child = match start(&launch, stdio, &control) {
+    // Opened here, before any namespace: the program writes itself into it between fork and
+    // exec, wherever its view of the filesystem is by then.
+    let cgroup = match &launch.cgroup {
+        Some(procs) => match std::fs::OpenOptions::new().write(true).open(procs) {
+            Ok(file) => Some(OwnedFd::from(file)),
+            Err(err) => {
+                let _ = report(
+                    &mut control,
+                    &Report::Failed {
+                        errno: err.raw_os_error().unwrap_or(libc_eio()),
+                        mechanism: Some("the session's pids cgroup".to_owned()),
+                    },
+                );
+                return 0;
+            }
+        },
+        None => None,
+    };
+    let join = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let child = match start(&launch, stdio, &control, join) {
         Ok(pid) => pid,
         Err(failure) => {
             let _ = report(&mut control, &failure);
@@ -79,10 +98,15 @@ fn report(control: &mut UnixStream, report: &Report) -> std::io::Result<()> {
 /// Starts the program: it leads a new session and process group, gets the terminal as its
 /// controlling terminal, and SIGKILL should this helper die. Confined, it starts under its
 /// PID namespace's init instead ([`super::confine`]), which is then the child returned.
-fn start(launch: &Launch, stdio: [OwnedFd; 3], control: &UnixStream) -> Result<Pid, Report> {
+fn start(
+    launch: &Launch,
+    stdio: [OwnedFd; 3],
+    control: &UnixStream,
+    join: Option<RawFd>,
+) -> Result<Pid, Report> {
     if let Some(confinement) = &launch.confinement {
         use std::os::fd::AsRawFd;
-        return confine::start(launch, confinement, stdio, control.as_raw_fd()).map_err(
+        return confine::start(launch, confinement, stdio, control.as_raw_fd(), join).map_err(
             |failure| match failure {
                 confine::StartFailure::Setup(err) => Report::Failed {
                     errno: err.errno,
@@ -108,7 +132,7 @@ fn start(launch: &Launch, stdio: [OwnedFd; 3], control: &UnixStream) -> Result<P
     )]
     // SAFETY: the closure only makes system calls (see `prepare_program`).
     unsafe {
-        command.pre_exec(move || prepare_program(tty, helper, &limits));
+        command.pre_exec(move || prepare_program(tty, helper, &limits, join));
     }
     let child = command.spawn().map_err(failed)?;
     // The stdio copies held by `command` close with it: end of file on the pipes then means
@@ -143,7 +167,15 @@ pub(super) fn command(launch: &Launch, stdio: [OwnedFd; 3]) -> Command {
 /// Sets up the program between fork and exec: default signal dispositions, a new session,
 /// the terminal, death with `parent`, the descriptor limit wexec started with and the
 /// operator's limits. System calls only (async-signal-safe, no allocation, no locks).
-pub(super) fn prepare_program(tty: bool, parent: Pid, limits: &Rlimits) -> std::io::Result<()> {
+pub(super) fn prepare_program(
+    tty: bool,
+    parent: Pid,
+    limits: &Rlimits,
+    join: Option<RawFd>,
+) -> std::io::Result<()> {
+    if let Some(procs) = join {
+        join_cgroup(procs)?;
+    }
     default_signal_dispositions();
     rustix::process::setsid()?;
     if tty {
@@ -160,6 +192,22 @@ pub(super) fn prepare_program(tty: bool, parent: Pid, limits: &Rlimits) -> std::
         return Err(std::io::Error::from(rustix::io::Errno::SRCH));
     }
     Ok(())
+}
+
+/// Moves the calling process into the cgroup whose `cgroup.procs` is open as `procs`.
+fn join_cgroup(procs: RawFd) -> std::io::Result<()> {
+    #[expect(
+        unsafe_code,
+        reason = "a write on a raw descriptor between fork and exec"
+    )]
+    // SAFETY: `procs` is open for the whole spawn (the helper owns it); write is
+    // async-signal-safe and reads one byte of a static.
+    let written = unsafe { libc::write(procs, b"0".as_ptr().cast(), 1) };
+    if written == 1 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// The operator's `setrlimit` limits (docs/protocol.md, "Resource limits").

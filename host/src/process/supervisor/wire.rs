@@ -20,6 +20,9 @@ pub struct Launch {
     pub confinement: Option<Confinement>,
     /// Kernel limits for the program and everything it forks.
     pub limits: Rlimits,
+    /// The session's pids cgroup (its `cgroup.procs`), which the program joins before exec.
+    #[serde(default)]
+    pub cgroup: Option<String>,
 }
 
 /// How a confined program sees the system (docs/sandbox.md): its own user, mount, PID and

@@ -82,6 +82,18 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         }
     };
     let limits = ctx.server.processes.limits;
+    let cgroup = match ctx.server.processes.session_tasks {
+        Some(tasks) => match table.cgroup(tasks) {
+            Ok(group) => Some(group),
+            Err(err) => {
+                table.remove(&process);
+                return Err(internal_error(format!(
+                    "cannot make the session's pids cgroup: {err}"
+                )));
+            }
+        },
+        None => None,
+    };
     process.set_sandbox(
         policy.sandbox_type != sandbox::UNSANDBOXED,
         limits.cpu_seconds,
@@ -96,6 +108,7 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         pipe_stdin: params.pipe_stdin,
         confinement: policy.confinement,
         limits,
+        cgroup: cgroup.as_ref().map(|group| group.procs()),
     };
     match spawn(&spec).await {
         Ok(spawned) => table.started(&process, spawned),

@@ -34,16 +34,32 @@ const RELAYED: [libc::c_int; 6] = [
     libc::SIGUSR2,
 ];
 
-/// Runs the init; returns its exit status (the program's exit code).
-pub fn run(
-    launch: &Launch,
-    confinement: &Confinement,
-    filters: &[BpfProgram],
-    empty_root: bool,
-    helper_alive: &OwnedFd,
-    stdio: [OwnedFd; 3],
-    status: OwnedFd,
-) -> i32 {
+/// What the helper prepared for the init.
+pub struct Prepared<'a> {
+    /// What to run.
+    pub launch: &'a Launch,
+    /// How.
+    pub confinement: &'a Confinement,
+    /// The compiled seccomp filters.
+    pub filters: &'a [BpfProgram],
+    /// The view's root is an empty tmpfs (remounted read-only after the pivot).
+    pub empty_root: bool,
+    /// The helper's pidfd: readable once the helper is gone.
+    pub helper_alive: &'a OwnedFd,
+    /// The session's pids cgroup (`cgroup.procs`), for the program to join.
+    pub join: Option<std::os::fd::RawFd>,
+}
+
+/// Runs the init; returns its exit status (the program's exit code). Failures go to `status`.
+pub fn run(prepared: &Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32 {
+    let Prepared {
+        launch,
+        confinement,
+        filters,
+        empty_root,
+        helper_alive,
+        join,
+    } = *prepared;
     let fail = |status: &OwnedFd, tag: u8, errno: i32| {
         let mut message = [tag, 0, 0, 0, 0];
         message[1..].copy_from_slice(&errno.to_ne_bytes());
@@ -73,7 +89,7 @@ pub fn run(
     // `filter::install`): no allocation, no locks.
     unsafe {
         command.pre_exec(move || {
-            helper::prepare_program(tty, init, &limits)?;
+            helper::prepare_program(tty, init, &limits, join)?;
             drop_capabilities()?;
             filter::install(&filters)
         });
