@@ -20,16 +20,18 @@ const POLL_EVERY: Duration = Duration::from_millis(500);
 
 /// Starts watching in the background for the life of the process.
 pub fn spawn_watcher(server: Arc<ServerState>, source: ReloadSource) {
+    // Installed before anyone is served: a SIGHUP sent once the handshake is answered must
+    // reload, never meet the default action (termination).
+    let mut hangup = match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(err) => {
+            tracing::warn!(
+                "cannot install a SIGHUP handler; reloads follow file changes only: {err}"
+            );
+            None
+        }
+    };
     tokio::spawn(async move {
-        let mut hangup = match signal(SignalKind::hangup()) {
-            Ok(hangup) => Some(hangup),
-            Err(err) => {
-                tracing::warn!(
-                    "cannot install a SIGHUP handler; reloads follow file changes only: {err}"
-                );
-                None
-            }
-        };
         let mut seen = fingerprint(&source.watched_files());
         loop {
             let reason = tokio::select! {
