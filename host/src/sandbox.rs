@@ -69,6 +69,7 @@ pub fn process_policy(
     if kernel::available().is_err() {
         return Err(invalid_params(REFUSAL));
     }
+    let layers = with_git_directories(layers);
     let placeholders = placeholders_for(&layers)?;
     Ok(ProcessPolicy {
         sandbox_type,
@@ -92,6 +93,43 @@ pub fn process_policy(
     })
 }
 
+/// A protected `.git` that is a file pointing elsewhere (`gitdir: <dir>`, a worktree or a
+/// separate git dir) protects that directory too, as Codex does: its hooks run on the host.
+fn with_git_directories(mut layers: Vec<(PathBuf, Level)>) -> Vec<(PathBuf, Level)> {
+    let mut extra = Vec::new();
+    for (path, level) in &layers {
+        if *level != Level::Read || path.file_name().is_none_or(|name| name != ".git") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let Some(target) = text
+            .lines()
+            .next()
+            .and_then(|line| line.strip_prefix("gitdir:"))
+        else {
+            continue;
+        };
+        let base = path.parent().unwrap_or(Path::new("/"));
+        extra.push((canonical(&base.join(target.trim())), Level::Read));
+    }
+    if extra.is_empty() {
+        return layers;
+    }
+    layers.extend(extra);
+    layers.sort_by(|a, b| (a.0.components().count(), &a.0).cmp(&(b.0.components().count(), &b.0)));
+    // On one path the weaker access stays.
+    layers.dedup_by(|later, earlier| {
+        let same = later.0 == earlier.0;
+        if same {
+            earlier.1 = earlier.1.min(later.1);
+        }
+        same
+    });
+    layers
+}
+
 /// Missing paths that must stay unwritable inside a writable one: each gets an empty
 /// directory to mount over while the process runs (Codex mounts an empty read-only directory
 /// there too). A missing one whose parent is missing as well cannot be held so (the parent
@@ -108,6 +146,15 @@ fn placeholders_for(layers: &[(PathBuf, Level)]) -> Result<Vec<PathBuf>, RpcErro
     for (path, level) in layers {
         if *level == Level::Write {
             continue;
+        }
+        // A link cannot be mounted over, and inside a writable directory it can be replaced:
+        // what it protects could not be held.
+        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
+            && path
+                .parent()
+                .is_some_and(|parent| level_of(parent) == Level::Write)
+        {
+            return Err(invalid_params(REFUSAL));
         }
         // An empty directory may be another process's (or another wexec's) placeholder, which
         // must not vanish while this process needs it: hold it too.

@@ -70,6 +70,12 @@ pub fn hold(paths: &[PathBuf]) -> std::io::Result<Held> {
 
 /// Makes `path` exist as a directory carrying a shared lock; `None` if it is no directory.
 fn lock(path: &Path) -> std::io::Result<Option<Entry>> {
+    // Never through a link: one put on the way since the path was canonicalized would make
+    // the placeholder somewhere else (the sandbox drops a layer reached through a link).
+    let parent = path.parent().unwrap_or(Path::new("/"));
+    if std::fs::canonicalize(parent).ok().as_deref() != Some(parent) {
+        return Ok(None);
+    }
     for _ in 0..8 {
         let created = match std::fs::create_dir(path) {
             Ok(()) => true,

@@ -74,3 +74,108 @@ async fn links_proc_namespaces_mounts_and_ptrace_lead_nowhere() {
         .unwrap_or(99);
     assert!(visible <= 4, "{status:?}");
 }
+
+/// Found by attacking the sandbox: host sysctls through the namespace's `/proc`, renaming a
+/// workspace's parent, a `.git` pointing elsewhere, a `.git` that is a link.
+#[tokio::test]
+async fn host_sysctls_parent_renames_and_git_indirections_are_held() {
+    let dir = TempDir::new();
+    let ws = dir.path().join("p/ws");
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    // A separate git dir inside the writable temp dir, named by a pointer file.
+    let real = dir.path().join("realgit");
+    std::fs::create_dir_all(real.join("hooks")).expect("mkdir");
+    std::fs::write(ws.join(".git"), format!("gitdir: {}\n", real.display())).expect("pointer");
+    let root = ws.display().to_string();
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root]);
+    client.handshake().await;
+    let sandbox = codex_workspace_write(&ws, "restricted", true);
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let cases = [
+        (
+            "sysctl",
+            "echo wexec-probe > /proc/sys/kernel/hostname".to_owned(),
+            "Read-only file system",
+        ),
+        (
+            "core",
+            "echo '|/bin/false' > /proc/sys/kernel/core_pattern".to_owned(),
+            "Read-only file system",
+        ),
+        (
+            "rename",
+            format!("mv {0}/p {0}/p_old", dir.path().display()),
+            "Device or resource busy",
+        ),
+        (
+            "gitdir",
+            format!("echo x > {}/hooks/pre-commit", real.display()),
+            "Read-only file system",
+        ),
+    ];
+    for (id, script, text) in cases {
+        let run = run(&mut client, id, &script, &ws, sandbox.clone()).await;
+        assert_ne!(run.exit, 0, "{id}: {run:?}");
+        assert!(run.output.contains(text), "{id}: {run:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname"),
+        hostname
+    );
+    assert!(ws.is_dir() && !real.join("hooks/pre-commit").exists());
+    // A protected name that is a link inside a writable root cannot be held: refused.
+    std::fs::remove_file(ws.join(".git")).expect("rm");
+    std::os::unix::fs::symlink(&real, ws.join(".git")).expect("symlink");
+    let error = client
+        .call_err(
+            "process/start",
+            serde_json::json!({"processId": "link", "argv": ["true"], "cwd": root, "env": {}, "tty": false, "sandbox": sandbox}),
+        )
+        .await;
+    assert_eq!(
+        error,
+        wexec_tests::rpc_error(-32602, "sandbox intent cannot be enforced on this executor")
+    );
+}
+
+/// Two confined processes without network do not meet through abstract unix sockets (each has
+/// its own network namespace).
+#[tokio::test]
+async fn confined_processes_do_not_share_abstract_sockets() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root]);
+    client.handshake().await;
+    let name = dir.path().join("name");
+    // Autobinds by sending (bind is refused), publishes its name, waits for a datagram.
+    let listener = format!(
+        "python3 -c \"import socket,time; s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)\ntry: s.sendmsg([b'x'], [], 0, b'\\0wexec-none')\nexcept OSError: pass\nn=s.getsockname(); open('{0}','wb').write(n.encode('latin-1') if isinstance(n,str) else n); s.settimeout(3)\ntry: print('received', s.recv(9))\nexcept OSError as e: print('nothing', e)\"",
+        name.display()
+    );
+    let params = serde_json::json!({
+        "processId": "listener", "argv": ["sh", "-c", listener], "cwd": root,
+        "env": {"PATH": "/usr/bin:/bin"}, "tty": false,
+    });
+    let started = client.call("process/start", params).await;
+    for _ in 0..200 {
+        if name.exists() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let sender = format!(
+        "python3 -c \"import socket; n=open('{0}','rb').read(); s=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendmsg([b'hello'], [], 0, n); print('sent')\"",
+        name.display()
+    );
+    let sent = run(
+        &mut client,
+        "sender",
+        &sender,
+        dir.path(),
+        serde_json::Value::Null,
+    )
+    .await;
+    assert!(!sent.output.contains("sent"), "{sent:?}");
+    let listened = super::finish(&mut client, "listener", started).await;
+    assert!(listened.output.starts_with("nothing"), "{listened:?}");
+}

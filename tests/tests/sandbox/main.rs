@@ -64,6 +64,11 @@ pub async fn run_with(
         params.extend(extra.clone());
     }
     let start = client.call("process/start", params).await;
+    finish(client, id, start).await
+}
+
+/// Reads process `id` (started with reply `start`) to its close.
+pub async fn finish(client: &mut Client, id: &str, start: Value) -> Run {
     let mut output = Vec::new();
     let mut after = 0;
     loop {

@@ -130,14 +130,19 @@ pub fn start(
     })
 }
 
-/// New user, mount, PID (for the next child) and, without network, network namespaces (the
-/// zygote's shared one when it could make it); the user mapped to itself (as `unshare -r` maps
-/// root), groups dropped as the kernel requires.
+/// New user, mount, PID (for the next child), UTS and IPC namespaces, and without network a
+/// network namespace of its own (a shared one would let confined processes meet through
+/// abstract unix sockets, which `sendmsg` can reach); the user mapped to itself (as
+/// `unshare -r` maps root), groups dropped as the kernel requires.
 fn enter_namespaces(network: bool) -> Result<(), SetupError> {
     let uid = rustix::process::getuid().as_raw();
     let gid = rustix::process::getgid().as_raw();
-    let mut flags = UnshareFlags::NEWUSER | UnshareFlags::NEWNS | UnshareFlags::NEWPID;
-    if !network && !super::zygote::network::enter() {
+    let mut flags = UnshareFlags::NEWUSER
+        | UnshareFlags::NEWNS
+        | UnshareFlags::NEWPID
+        | UnshareFlags::NEWUTS
+        | UnshareFlags::NEWIPC;
+    if !network {
         flags |= UnshareFlags::NEWNET;
     }
     #[expect(

@@ -6,8 +6,7 @@
 //! Requests arrive on its socket: one byte and four descriptors (the control socket's helper
 //! end, then stdin, stdout, stderr for the program), taken by spare helpers it keeps forked.
 //! It ends when the socket hangs up, when wexec is gone. Helpers are reaped by the kernel
-//! (SIGCHLD ignored here). It also holds the network namespace confined processes without
-//! network share ([`network`]).
+//! (SIGCHLD ignored here).
 
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
@@ -17,8 +16,6 @@ use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 
 use super::helper;
 
-pub mod network;
-
 /// Helpers kept forked and waiting, so that a start does not wait for a fork of the zygote.
 const SPARES: usize = 2;
 
@@ -27,7 +24,6 @@ const SPARES: usize = 2;
 pub fn serve(socket: OwnedFd) -> ! {
     quiet_stdio();
     ignore_children(true);
-    network::prepare();
     let Ok((wake_read, wake_write)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
     else {
         exit(1)

@@ -24,6 +24,10 @@ pub fn mechanism(tag: u8) -> Option<&'static str> {
     MECHANISMS.get(usize::from(tag).checked_sub(1)?).copied()
 }
 
+/// Entries of `/proc` that are the host's, made read-only in the view (as container runtimes
+/// do).
+const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
+
 /// Signals the init takes from the helper and passes to the program's group.
 const RELAYED: [libc::c_int; 6] = [
     libc::SIGINT,
@@ -139,6 +143,25 @@ fn enter_view(empty_root: bool, helper_alive: &OwnedFd) -> Result<(), SetupError
         None,
     )
     .map_err(mount_err)?;
+    // What of /proc changes the host, not the namespace: a process mapped to root would
+    // otherwise write host sysctls (core_pattern runs a program as root outside).
+    for entry in PROC_READ_ONLY {
+        let path = staged(std::path::Path::new("/proc")).join(entry);
+        if rustix::fs::lstat(&path).is_err() {
+            continue;
+        }
+        rustix::mount::mount_bind(&path, &path).map_err(mount_err)?;
+        rustix::mount::mount_remount(
+            &path,
+            MountFlags::BIND
+                | MountFlags::RDONLY
+                | MountFlags::NOSUID
+                | MountFlags::NODEV
+                | MountFlags::NOEXEC,
+            "",
+        )
+        .map_err(mount_err)?;
+    }
     rustix::process::chdir(STAGE).map_err(mount_err)?;
     rustix::process::pivot_root(".", ".").map_err(mount_err)?;
     rustix::mount::unmount(".", UnmountFlags::DETACH).map_err(mount_err)?;

@@ -62,12 +62,27 @@ pub fn build(confinement: &Confinement) -> Result<bool, SetupError> {
         LayerAccess::Read | LayerAccess::Write => Some(clone_tree(Path::new("/"), root.access)?),
         LayerAccess::Absent | LayerAccess::Hidden => None,
     };
-    let mut prepared = Vec::with_capacity(layers.len());
-    for layer in layers {
-        let path = PathBuf::from(&layer.path);
-        let Ok(stat) = rustix::fs::lstat(&path) else {
-            continue; // Missing: nothing to show or to hide (wexec made placeholders).
+    let mut prepared: Vec<Prepared> = Vec::with_capacity(layers.len());
+    for layer in with_pins(root.access, layers) {
+        // Opened without following any symlink: a component replaced by a link since wexec
+        // canonicalized the path must not carry a layer elsewhere.
+        let opened = rustix::fs::openat2(
+            CWD,
+            &layer.path,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC,
+            Mode::empty(),
+            rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
+        );
+        let fd = match opened {
+            Ok(fd) => fd,
+            // Missing: nothing to show or to hide (wexec made placeholders).
+            Err(rustix::io::Errno::NOENT) => continue,
+            // A link on the way: dropping a writable layer only narrows; anything else would
+            // lift a restriction.
+            Err(_) if layer.access == LayerAccess::Write => continue,
+            Err(err) => return Err(mount_err(err)),
         };
+        let stat = rustix::fs::fstat(&fd).map_err(mount_err)?;
         let kind = match FileType::from_raw_mode(stat.st_mode) {
             FileType::Directory => Kind::Directory,
             FileType::Symlink => Kind::Link,
@@ -75,12 +90,12 @@ pub fn build(confinement: &Confinement) -> Result<bool, SetupError> {
         };
         let tree = match layer.access {
             LayerAccess::Read | LayerAccess::Write if kind != Kind::Link => {
-                Some(clone_tree(&path, layer.access)?)
+                Some(clone_tree_at(&fd, layer.access)?)
             }
             _ => None,
         };
         prepared.push(Prepared {
-            path,
+            path: layer.path,
             access: layer.access,
             kind,
             tree,
@@ -155,6 +170,51 @@ pub fn build(confinement: &Confinement) -> Result<bool, SetupError> {
     Ok(empty_root)
 }
 
+/// A layer to mount.
+struct Wanted {
+    path: PathBuf,
+    access: LayerAccess,
+}
+
+/// The layers, parents first, plus *pins*: every directory between a layer and the writable
+/// layer it lies in, mounted on itself with the same access, so that no directory on the way
+/// to a writable root or a carve-out can be renamed (a mount point cannot be: `EBUSY`), and a
+/// look-alike tree put in its place.
+fn with_pins(root: LayerAccess, layers: &[crate::process::supervisor::wire::Layer]) -> Vec<Wanted> {
+    let mut wanted: Vec<Wanted> = Vec::new();
+    let mut placed: Vec<(PathBuf, LayerAccess)> = vec![(PathBuf::from("/"), root)];
+    for layer in layers {
+        let path = PathBuf::from(&layer.path);
+        let (outer, access) = placed
+            .iter()
+            .filter(|(outer, _)| path.starts_with(outer) && *outer != path)
+            .max_by_key(|(outer, _)| outer.components().count())
+            .cloned()
+            .unwrap_or((PathBuf::from("/"), root));
+        if access == LayerAccess::Write {
+            let mut between: Vec<PathBuf> = path
+                .ancestors()
+                .skip(1)
+                .take_while(|ancestor| *ancestor != outer)
+                .map(Path::to_path_buf)
+                .collect();
+            between.reverse();
+            for pin in between {
+                if !placed.iter().any(|(placed, _)| *placed == pin) {
+                    placed.push((pin.clone(), access));
+                    wanted.push(Wanted { path: pin, access });
+                }
+            }
+        }
+        placed.push((path.clone(), layer.access));
+        wanted.push(Wanted {
+            path,
+            access: layer.access,
+        });
+    }
+    wanted
+}
+
 /// `path` as it will be once the stage is the root.
 pub fn staged(path: &Path) -> PathBuf {
     let relative = path.strip_prefix("/").unwrap_or(path);
@@ -171,6 +231,25 @@ fn clone_tree(path: &Path, access: LayerAccess) -> Result<OwnedFd, SetupError> {
             | OpenTreeFlags::OPEN_TREE_CLOEXEC,
     )
     .map_err(|err| SetupError::new(err, MOUNT))?;
+    finish_clone(tree, access)
+}
+
+/// As [`clone_tree`], of what `fd` (an `O_PATH` descriptor) names.
+fn clone_tree_at(fd: &OwnedFd, access: LayerAccess) -> Result<OwnedFd, SetupError> {
+    let tree = rustix::mount::open_tree(
+        fd,
+        "",
+        OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC
+            | OpenTreeFlags::AT_EMPTY_PATH,
+    )
+    .map_err(|err| SetupError::new(err, MOUNT))?;
+    finish_clone(tree, access)
+}
+
+/// Makes a clone `nosuid`, `nodev`, and read-only unless it is writable.
+fn finish_clone(tree: OwnedFd, access: LayerAccess) -> Result<OwnedFd, SetupError> {
     let mut attributes = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     if access != LayerAccess::Write {
         attributes |= MOUNT_ATTR_RDONLY;
