@@ -355,7 +355,6 @@ impl Process {
     /// Decides `sandboxDenied` and the CPU-limit `failure` for an exit with `code`; returns
     /// both as the exit reports them.
     fn judge_exit(&self, code: i32) -> (bool, Option<String>) {
-        let mentions_denial = lock(&self.log).mentions_denial();
         let mut state = lock(&self.sandbox);
         // SIGXCPU: the soft CPU limit.
         if code == 128 + 24
@@ -365,7 +364,9 @@ impl Process {
                 "process exceeded its CPU time limit of {seconds} s"
             ));
         }
-        state.denied = state.sandboxed && code != 0 && (code == 128 + 31 || mentions_denial);
+        // The output is only scanned when it can matter.
+        state.denied =
+            state.sandboxed && code != 0 && (code == 128 + 31 || lock(&self.log).mentions_denial());
         (state.denied, state.failure.clone())
     }
 

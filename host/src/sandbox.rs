@@ -39,11 +39,13 @@ pub struct ProcessPolicy {
     pub placeholders: Vec<PathBuf>,
 }
 
-/// The policy of a `process/start` in `cwd` with the child's `tmpdir`. Refused (-32602) when
-/// the request is malformed for wexec or the kernel cannot enforce what it needs.
+/// The policy of a `process/start` in `cwd` with the child's `tmpdir`; `no_network`
+/// (`enforceManagedNetwork`) restricts the network whatever else allows it. Refused (-32602)
+/// when the request is malformed for wexec or the kernel cannot enforce what it needs.
 pub fn process_policy(
     ceiling: &Ceiling,
     request: Option<&SandboxContext>,
+    no_network: bool,
     cwd: &Path,
     tmpdir: Option<&Path>,
 ) -> Result<ProcessPolicy, RpcError> {
@@ -52,7 +54,7 @@ pub fn process_policy(
         None => (rules::Rules::full(), true),
     };
     let layers = rules::layers(&ceiling.rules(), &request_rules);
-    let network = request_network && ceiling.network();
+    let network = request_network && ceiling.network() && !no_network;
     let restricted = rules::restricts(&layers, network);
     let sandbox_type = if restricted || request.is_some() {
         SANDBOXED
@@ -135,37 +137,18 @@ fn with_git_directories(mut layers: Vec<(PathBuf, Level)>) -> Vec<(PathBuf, Leve
 /// there too). A missing one whose parent is missing as well cannot be held so (the parent
 /// could be created and renamed away), so it is refused: never less than was asked.
 fn placeholders_for(layers: &[(PathBuf, Level)]) -> Result<Vec<PathBuf>, RpcError> {
-    let level_of = |path: &Path| {
-        layers
-            .iter()
-            .filter(|(layer, _)| path.starts_with(layer))
-            .max_by_key(|(layer, _)| layer.components().count())
-            .map_or(Level::Absent, |(_, level)| *level)
-    };
+    let mut view = rules::Rules::default();
+    for (path, level) in layers {
+        view.add(path.clone(), *level);
+    }
     let mut placeholders = Vec::new();
     for (path, level) in layers {
-        if *level == Level::Write {
-            continue;
-        }
-        // A link cannot be mounted over, and inside a writable directory it can be replaced:
-        // what it protects could not be held.
-        if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink())
-            && path
-                .parent()
-                .is_some_and(|parent| level_of(parent) == Level::Write)
-        {
-            return Err(invalid_params(REFUSAL));
-        }
-        // An empty directory may be another process's (or another wexec's) placeholder, which
-        // must not vanish while this process needs it: hold it too.
-        let placeholder = placeholders::is_held(path)
-            || std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none());
-        if std::fs::symlink_metadata(path).is_ok() && !placeholder {
-            continue;
-        }
         let Some(parent) = path.parent() else {
             continue;
         };
+        if *level == Level::Write {
+            continue;
+        }
         let mut existing = parent;
         while std::fs::symlink_metadata(existing).is_err() {
             match existing.parent() {
@@ -173,11 +156,26 @@ fn placeholders_for(layers: &[(PathBuf, Level)]) -> Result<Vec<PathBuf>, RpcErro
                 None => break,
             }
         }
-        if level_of(existing) != Level::Write {
-            continue; // Nothing can be created there.
+        // Only inside a writable directory could the path be created or replaced.
+        if view.level(existing) != Level::Write {
+            continue;
         }
-        if existing != parent {
-            return Err(invalid_params(REFUSAL));
+        match std::fs::symlink_metadata(path) {
+            // A link cannot be mounted over and can be replaced: what it protects could not
+            // be held.
+            Ok(meta) if meta.file_type().is_symlink() => return Err(invalid_params(REFUSAL)),
+            Ok(meta) => {
+                // An empty directory may be another process's (or another wexec's)
+                // placeholder, which must not vanish while this process needs it: hold it too.
+                let empty =
+                    || std::fs::read_dir(path).is_ok_and(|mut entries| entries.next().is_none());
+                let held = placeholders::is_held(path) || (meta.is_dir() && empty());
+                if !held {
+                    continue;
+                }
+            }
+            Err(_) if existing != parent => return Err(invalid_params(REFUSAL)),
+            Err(_) => {}
         }
         placeholders.push(path.clone());
     }

@@ -126,7 +126,7 @@ async fn readable_roots_hide_the_rest_of_the_disk() {
     ]);
     client.handshake().await;
     let script = format!(
-        "cat v; cat /etc/hostname > /dev/null && echo etc; cat {}/h",
+        "exec 2>&1; cat v; cat /etc/hostname > /dev/null && echo etc; cat {}/h",
         hidden.path().display()
     );
     let run = run(&mut client, "r", &script, &visible, Value::Null).await;
@@ -227,7 +227,7 @@ async fn the_config_file_sets_the_ceiling_and_the_command_line_wins() {
     let denied = run(
         &mut client,
         "w",
-        "ulimit -n; echo x > f",
+        "exec 2>&1; ulimit -n; echo x > f",
         dir.path(),
         Value::Null,
     )
@@ -252,7 +252,7 @@ async fn the_config_file_sets_the_ceiling_and_the_command_line_wins() {
     let allowed = run(
         &mut client,
         "w",
-        "ulimit -n; echo x > f && echo ok",
+        "exec 2>&1; ulimit -n; echo x > f && echo ok",
         dir.path(),
         Value::Null,
     )

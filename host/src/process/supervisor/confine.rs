@@ -6,7 +6,7 @@
 //! left in the PID namespace, and SIGKILL of the init (the helper's kill) does the same, so no
 //! descendant, `setsid` or double-forked, outlives its process.
 
-mod filter;
+pub mod filter;
 mod init;
 mod view;
 
@@ -61,7 +61,7 @@ pub fn start(
     control: std::os::fd::RawFd,
     join: Option<std::os::fd::RawFd>,
 ) -> Result<Pid, StartFailure> {
-    let filters = filter::compile(confinement.network).map_err(StartFailure::Setup)?;
+    let filters = filter::filters(confinement.network).map_err(StartFailure::Setup)?;
     enter_namespaces(confinement.network).map_err(StartFailure::Setup)?;
     let empty_root = view::build(confinement).map_err(StartFailure::Setup)?;
     // The init reports a failure as 5 bytes (mechanism tag, errno) on this pipe, or closes it
@@ -90,7 +90,7 @@ pub fn start(
             let prepared = init::Prepared {
                 launch,
                 confinement,
-                filters: &filters,
+                filters,
                 empty_root,
                 helper_alive: &helper_alive,
                 join,

@@ -24,6 +24,7 @@ const SPARES: usize = 2;
 pub fn serve(socket: OwnedFd) -> ! {
     quiet_stdio();
     ignore_children(true);
+    super::confine::filter::prepare();
     let Ok((wake_read, wake_write)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
     else {
         exit(1)

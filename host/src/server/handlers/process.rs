@@ -34,26 +34,13 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
     let env = child_env(host_env, &params.env, params.env_policy.as_ref());
     let tmpdir = env.get("TMPDIR").map(std::path::PathBuf::from);
-    let ceiling = &ctx.server.processes.ceiling;
-    let mut policy = sandbox::process_policy(
-        ceiling,
+    let policy = sandbox::process_policy(
+        &ctx.server.processes.ceiling,
         params.sandbox.as_ref(),
+        params.enforce_managed_network,
         &sandbox::canonical(&cwd),
         tmpdir.as_deref(),
     )?;
-    if params.enforce_managed_network
-        && let Some(confinement) = policy.confinement.as_mut()
-    {
-        confinement.network = false;
-    } else if params.enforce_managed_network {
-        // Nothing else restricted: restricting the network is then the whole confinement.
-        policy = sandbox::process_policy(
-            ceiling,
-            Some(&network_restricted()),
-            &sandbox::canonical(&cwd),
-            tmpdir.as_deref(),
-        )?;
-    }
     for (field, value) in [
         ("networkProxy", &params.network_proxy),
         ("shellSnapshot", &params.shell_snapshot),
@@ -140,22 +127,6 @@ fn enabled(ctx: &RequestContext) -> Result<(), RpcError> {
         Err(invalid_request(
             "process execution is disabled on this executor",
         ))
-    }
-}
-
-/// The request `enforceManagedNetwork` amounts to: files unrestricted, no network.
-fn network_restricted() -> crate::protocol::sandbox::SandboxContext {
-    use crate::protocol::sandbox::{
-        NetworkAccess, Permissions, SandboxContext, WindowsSandboxLevel,
-    };
-    SandboxContext {
-        permissions: Permissions::External {
-            network: NetworkAccess::Restricted,
-        },
-        cwd: None,
-        workspace_roots: None,
-        policy_context: None,
-        windows_sandbox_level: WindowsSandboxLevel::Disabled,
     }
 }
 

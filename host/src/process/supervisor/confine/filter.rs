@@ -4,6 +4,7 @@
 //! with `ENOSYS` so that libc falls back to `clone`, whose flags it can.
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -70,8 +71,26 @@ const NAMESPACE_FLAGS: [u64; 8] = [
     0x80, // CLONE_NEWTIME
 ];
 
-/// The filters, in installation order.
-pub fn compile(network: bool) -> Result<Vec<BpfProgram>, SetupError> {
+/// Both sets of filters (without, with network), compiled once.
+static COMPILED: OnceLock<Result<[Vec<BpfProgram>; 2], SetupError>> = OnceLock::new();
+
+/// Compiles the filters; the zygote calls it before it forks helpers, which then share them.
+pub fn prepare() {
+    COMPILED.get_or_init(|| Ok([compile(false)?, compile(true)?]));
+}
+
+/// The filters for a process with or without `network`, in installation order.
+pub fn filters(network: bool) -> Result<&'static [BpfProgram], SetupError> {
+    prepare();
+    match COMPILED.get() {
+        Some(Ok(sets)) => Ok(&sets[usize::from(network)]),
+        Some(Err(err)) => Err(*err),
+        None => Err(SetupError::new(rustix::io::Errno::INVAL, SECCOMP)),
+    }
+}
+
+/// Compiles the filters, in installation order.
+fn compile(network: bool) -> Result<Vec<BpfProgram>, SetupError> {
     let err = |err: seccompiler::Error| {
         SetupError::from_io(&std::io::Error::other(err.to_string()), SECCOMP)
     };
@@ -155,7 +174,7 @@ mod tests {
     #[test]
     fn filters_compile_for_this_architecture() {
         for network in [false, true] {
-            let filters = compile(network).unwrap();
+            let filters = filters(network).unwrap();
             assert_eq!(filters.len(), 2);
             assert!(filters.iter().all(|filter| !filter.is_empty()));
         }

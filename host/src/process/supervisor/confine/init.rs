@@ -45,7 +45,7 @@ pub struct Prepared<'a> {
     /// How.
     pub confinement: &'a Confinement,
     /// The compiled seccomp filters.
-    pub filters: &'a [BpfProgram],
+    pub filters: &'static [BpfProgram],
     /// The view's root is an empty tmpfs (remounted read-only after the pivot).
     pub empty_root: bool,
     /// The helper's pidfd: readable once the helper is gone.
@@ -84,7 +84,6 @@ pub fn run(prepared: &Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32
     let mut command = helper::command(launch, stdio);
     let init = rustix::process::getpid();
     let (tty, limits) = (launch.tty, launch.limits);
-    let filters = filters.to_vec();
     #[expect(
         unsafe_code,
         reason = "pre_exec is the only way to set up the program between fork and exec"
@@ -95,7 +94,7 @@ pub fn run(prepared: &Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32
         command.pre_exec(move || {
             helper::prepare_program(tty, init, &limits, join)?;
             drop_capabilities()?;
-            filter::install(&filters)
+            filter::install(filters)
         });
     }
     let program = match command.spawn() {
