@@ -5,8 +5,9 @@
 //! Several wexec processes may share one (`/tmp/.git` under two servers' workspace-write): a
 //! placeholder removed while another server's sandbox is being built would vanish from its
 //! view, and inside a writable directory the name would become creatable. So every holder
-//! keeps a shared `flock` on the directory, and it is removed only by its creator, only under an
-//! exclusive lock nobody else holds; a holder that finds the inode gone after locking retries.
+//! keeps a shared `flock` on the directory, and it is removed only if a wexec made it (it carries
+//! an extended attribute saying so, which outlives a SIGKILLed creator), only under an exclusive
+//! lock nobody else holds; a holder that finds the inode gone after locking retries.
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -27,9 +28,12 @@ struct Entry {
     idle_since: Option<std::time::Instant>,
     /// The open directory carrying this wexec's shared lock.
     _lock: OwnedFd,
-    /// This wexec made it (so it removes it, when it can).
+    /// A wexec made it (it carries [`MARK`]), so it is removed once nobody holds it.
     created: bool,
 }
+
+/// The extended attribute that marks a directory as a wexec placeholder.
+const MARK: &str = "user.wexec.placeholder";
 
 static HELD: Mutex<Option<HashMap<PathBuf, Entry>>> = Mutex::new(None);
 
@@ -106,6 +110,14 @@ fn lock(path: &Path) -> std::io::Result<Option<Entry>> {
             _ => false,
         };
         if same {
+            // Marked as a placeholder, so whichever holder lets go last removes it, even when
+            // its creator died without cleaning up (SIGKILL).
+            let created = if created {
+                let _ = rustix::fs::fsetxattr(&fd, MARK, b"", rustix::fs::XattrFlags::CREATE);
+                true
+            } else {
+                rustix::fs::fgetxattr_query(&fd, MARK).is_ok()
+            };
             return Ok(Some(Entry {
                 count: 1,
                 idle_since: None,
