@@ -103,6 +103,10 @@ fn with_git_directories(mut layers: Vec<(PathBuf, Level)>) -> Vec<(PathBuf, Leve
         if *level != Level::Read || path.file_name().is_none_or(|name| name != ".git") {
             continue;
         }
+        // Usually a directory, or absent: one `stat` says so.
+        if !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(path) else {
             continue;
         };

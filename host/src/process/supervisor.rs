@@ -2,14 +2,16 @@
 //! their session or wexec, however wexec ends (docs/protocol.md, "Processes").
 //!
 //! At startup, while wexec is still single-threaded, [`start`] forks the zygote
-//! ([`zygote`]). Each `process/start` sends it a control socket and the program's stdio; the
-//! zygote forks a helper ([`helper`]), which starts the program as its child, is the subreaper
+//! ([`zygote`]). Each `process/start` sends a control socket and the program's stdio to one of
+//! the helpers ([`helper`]) the zygote keeps forked, which starts the program as its child
+//! ([`exec`]; confined, under its PID namespace's init: [`confine`]), is the subreaper
 //! of everything the program forks, and reports on the control socket. wexec keeps its end of
 //! that socket for as long as the session holds the process: dropping it, or wexec dying by
 //! any signal (the kernel closes a dead process's descriptors), makes the helper SIGKILL the
 //! program and all its descendants, `setsid` ones included, and exit.
 
 mod confine;
+mod exec;
 mod helper;
 pub mod wire;
 mod zygote;
@@ -25,8 +27,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use self::wire::{Launch, Report};
 
-/// wexec's end of the zygote's socket.
-static ZYGOTE: OnceLock<Mutex<OwnedFd>> = OnceLock::new();
+/// wexec's ends of the zygote's sockets, one per [`zygote::Kind`].
+static ZYGOTE: OnceLock<[Mutex<OwnedFd>; 3]> = OnceLock::new();
 
 /// Why the supervisor could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -45,24 +47,24 @@ pub fn start() -> Result<(), StartError> {
     if ZYGOTE.get().is_some() || threads() != Some(1) {
         return Err(StartError::Misplaced);
     }
-    let (ours, theirs) = rustix::net::socketpair(
-        rustix::net::AddressFamily::UNIX,
-        rustix::net::SocketType::SEQPACKET,
-        rustix::net::SocketFlags::CLOEXEC,
-        None,
-    )
-    .map_err(std::io::Error::from)?;
+    let pair = || {
+        rustix::net::socketpair(
+            rustix::net::AddressFamily::UNIX,
+            rustix::net::SocketType::SEQPACKET,
+            rustix::net::SocketFlags::CLOEXEC,
+            None,
+        )
+        .map_err(std::io::Error::from)
+    };
+    let pairs = [pair()?, pair()?, pair()?];
     match zygote::fork() {
-        Some(0) => {
+        Some(0) => zygote::serve(pairs.map(|(ours, theirs)| {
             drop(ours);
-            zygote::serve(theirs)
-        }
-        Some(_) => {
-            drop(theirs);
-            ZYGOTE
-                .set(Mutex::new(ours))
-                .map_err(|_| StartError::Misplaced)
-        }
+            theirs
+        })),
+        Some(_) => ZYGOTE
+            .set(pairs.map(|(ours, _)| Mutex::new(ours)))
+            .map_err(|_| StartError::Misplaced),
         None => Err(StartError::Os(std::io::Error::last_os_error())),
     }
 }
@@ -124,14 +126,21 @@ impl Reports {
 /// OS's, as the start failed in the helper (e.g. `No such file or directory (os error 2)`).
 pub async fn launch(launch: &Launch, stdio: [OwnedFd; 3]) -> std::io::Result<Supervised> {
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    send_to_zygote(theirs.as_fd(), &stdio).await?;
-    drop(theirs);
-    drop(stdio);
     ours.set_nonblocking(true)?;
-    let (reads, mut commands) = tokio::net::UnixStream::from_std(ours)?.into_split();
     let mut line = serde_json::to_vec(launch).map_err(std::io::Error::other)?;
     line.push(b'\n');
-    commands.write_all(&line).await?;
+    // Written before the helper is woken, so that it finds the line waiting; one too long
+    // for the socket's buffer is finished below.
+    let written = match std::io::Write::write(&mut &ours, &line) {
+        Ok(written) => written,
+        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => 0,
+        Err(err) => return Err(err),
+    };
+    send_to_zygote(zygote::Kind::of(launch), theirs.as_fd(), &stdio).await?;
+    drop(theirs);
+    drop(stdio);
+    let (reads, mut commands) = tokio::net::UnixStream::from_std(ours)?.into_split();
+    commands.write_all(&line[written..]).await?;
     let mut reports = Reports {
         reader: BufReader::new(reads),
         line: Vec::new(),
@@ -175,16 +184,21 @@ pub struct SandboxSetupError {
 /// How long a start waits before it offers its request to a zygote whose queue was full.
 const ZYGOTE_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// Hands a helper's control end and the program's stdio to the zygote. The send never blocks
-/// a thread: while the zygote's queue is full (it forks one helper at a time), the start waits
-/// and tries again.
+/// Hands a helper's control end and the program's stdio to a spare helper of `kind`. The send
+/// never blocks a thread: while the socket's queue is full (all spares busy and the zygote
+/// forking more), the start waits and tries again.
 async fn send_to_zygote(
+    kind: zygote::Kind,
     control: std::os::fd::BorrowedFd<'_>,
     stdio: &[OwnedFd; 3],
 ) -> std::io::Result<()> {
-    let zygote = ZYGOTE.get().ok_or_else(|| {
-        std::io::Error::other("the process supervisor was not started (see wexec::prepare)")
-    })?;
+    let zygote = ZYGOTE
+        .get()
+        .ok_or_else(|| {
+            std::io::Error::other("the process supervisor was not started (see wexec::prepare)")
+        })?
+        .get(kind.index())
+        .ok_or_else(|| std::io::Error::other("no such kind of helper"))?;
     let fds = [
         control,
         stdio[0].as_fd(),

@@ -59,6 +59,9 @@ pub fn request_rules(
             .collect::<Result<_, _>>()?,
     };
     let mut rules = Rules::default();
+    // Every entry names one of a few bases (a project root with `.git`, `.agents`...):
+    // each is resolved once.
+    let mut bases_seen: Vec<(PathBuf, PathBuf)> = Vec::new();
     for entry in entries {
         let level = match entry.access {
             Access::Read => Level::Read,
@@ -66,10 +69,10 @@ pub fn request_rules(
             Access::Deny | Access::None => Level::Hidden,
         };
         let paths: Vec<PathBuf> = match &entry.path {
-            EntryPath::Path { path } => vec![parse(path)?],
+            EntryPath::Path { path } => vec![canonical(&parse(path)?)],
             EntryPath::GlobPattern { pattern } => {
                 if !pattern.contains(['*', '?', '[']) {
-                    vec![base.join(pattern)]
+                    vec![canonical(&base.join(pattern))]
                 } else if level == Level::Hidden {
                     // A denial wexec cannot expand would be a hole: never less than asked.
                     return Err(invalid_params(REFUSAL));
@@ -88,17 +91,46 @@ pub fn request_rules(
                     SpecialKind::SlashTmp => vec![PathBuf::from("/tmp")],
                     SpecialKind::Unknown => Vec::new(),
                 };
+                let bases = bases
+                    .iter()
+                    .map(|base| canonical_base(&mut bases_seen, base));
                 match &value.subpath {
-                    Some(subpath) => bases.into_iter().map(|base| base.join(subpath)).collect(),
-                    None => bases,
+                    Some(subpath) => bases.map(|base| below(&base, subpath)).collect(),
+                    None => bases.collect(),
                 }
             }
         };
         for path in paths {
-            rules.add(canonical(&path), level);
+            rules.add(path, level);
         }
     }
     Ok((rules, network))
+}
+
+/// `base` canonical, resolved once per request (`seen` keeps what was).
+fn canonical_base(seen: &mut Vec<(PathBuf, PathBuf)>, base: &Path) -> PathBuf {
+    if let Some((_, canonical)) = seen.iter().find(|(known, _)| known == base) {
+        return canonical.clone();
+    }
+    let resolved = canonical(base);
+    seen.push((base.to_path_buf(), resolved.clone()));
+    resolved
+}
+
+/// `subpath` below the canonical `base`, canonical: joined as it is when it is one name that
+/// is not a link (or does not exist), which is what Codex's subpaths are (`.git`...).
+fn below(base: &Path, subpath: &str) -> PathBuf {
+    let joined = base.join(subpath);
+    let one_name = Path::new(subpath)
+        .components()
+        .all(|part| matches!(part, std::path::Component::Normal(_)))
+        && Path::new(subpath).components().count() == 1;
+    let link = std::fs::symlink_metadata(&joined).is_ok_and(|meta| meta.file_type().is_symlink());
+    if one_name && !link {
+        joined
+    } else {
+        canonical(&joined)
+    }
 }
 
 #[cfg(test)]

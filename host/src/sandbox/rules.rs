@@ -3,6 +3,7 @@
 //! and a client's request are each such a set; the effective access is their minimum, path by
 //! path, and the mount plan is that function written as layers.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// What a path allows, weakest first: the effective access of two sets is the minimum.
@@ -54,13 +55,13 @@ impl Rules {
     pub fn level(&self, path: &Path) -> Level {
         let mut best: Option<(usize, Level)> = None;
         for (entry, level) in &self.entries {
-            if !path.starts_with(entry) {
+            if !within(path, entry) {
                 continue;
             }
             if *level == Level::Hidden {
                 return Level::Hidden;
             }
-            let depth = entry.components().count();
+            let depth = depth(entry);
             best = match best {
                 Some((best_depth, best_level))
                     if best_depth > depth || (best_depth == depth && best_level >= *level) =>
@@ -99,7 +100,11 @@ pub fn layers(ceiling: &Rules, request: &Rules) -> Vec<(PathBuf, Level)> {
     let mut points: Vec<PathBuf> = std::iter::once(Path::new("/"))
         .chain(ceiling.paths())
         .chain(request.paths())
-        .filter(|path| !PROVIDED.iter().any(|provided| path.starts_with(provided)))
+        .filter(|path| {
+            !PROVIDED
+                .iter()
+                .any(|provided| within(path, Path::new(provided)))
+        })
         .map(Path::to_path_buf)
         .collect();
     let writable: Vec<PathBuf> = points
@@ -114,21 +119,13 @@ pub fn layers(ceiling: &Rules, request: &Rules) -> Vec<(PathBuf, Level)> {
     points.extend(protected.iter().cloned());
     let level = |path: &Path| {
         let level = combined(path);
-        if protected
-            .iter()
-            .any(|protected| path.starts_with(protected))
-        {
+        if protected.iter().any(|protected| within(path, protected)) {
             level.min(Level::Read)
         } else {
             level
         }
     };
-    points.sort_by(|a, b| {
-        a.components()
-            .count()
-            .cmp(&b.components().count())
-            .then_with(|| a.cmp(b))
-    });
+    points.sort_by(|a, b| depth(a).cmp(&depth(b)).then_with(|| a.cmp(b)));
     points.dedup();
     let mut layers = Vec::with_capacity(points.len());
     for path in points {
@@ -141,6 +138,47 @@ pub fn layers(ceiling: &Rules, request: &Rules) -> Vec<(PathBuf, Level)> {
     layers
 }
 
+/// Whether `path` is `ancestor` or lies below it. Every sandboxed start asks this for each
+/// pair of entries and points, and `Path::starts_with` parses both into components each
+/// time, which made it most of the policy's cost: on clean absolute paths (canonical ones,
+/// or resolved ones: no `.`, `..`, repeated or trailing `/`) a byte comparison says the same.
+pub fn within(path: &Path, ancestor: &Path) -> bool {
+    let (bytes, prefix) = (path.as_os_str().as_bytes(), ancestor.as_os_str().as_bytes());
+    if !clean(bytes) || !clean(prefix) {
+        return path.starts_with(ancestor);
+    }
+    if prefix == b"/" {
+        return true;
+    }
+    bytes.starts_with(prefix) && (bytes.len() == prefix.len() || bytes[prefix.len()] == b'/')
+}
+
+/// An absolute path without `.` or `..` components and without repeated or trailing `/`.
+fn clean(path: &[u8]) -> bool {
+    if path == b"/" {
+        return true;
+    }
+    path.first() == Some(&b'/')
+        && path
+            .split(|byte| *byte == b'/')
+            .skip(1)
+            .all(|part| !part.is_empty() && part != b"." && part != b"..")
+}
+
+/// How deep `path` lies (`/` is 0): orders entries and points as component counts would.
+fn depth(path: &Path) -> usize {
+    let bytes = path.as_os_str().as_bytes();
+    if clean(bytes) {
+        if bytes == b"/" {
+            0
+        } else {
+            bytes.iter().filter(|byte| **byte == b'/').count()
+        }
+    } else {
+        path.components().count().saturating_sub(1)
+    }
+}
+
 /// Whether `layers` restrict anything (with `network` off, the network is restricted).
 pub fn restricts(layers: &[(PathBuf, Level)], network: bool) -> bool {
     !network || layers.len() != 1 || layers.first().map(|(_, level)| *level) != Some(Level::Write)
@@ -149,6 +187,27 @@ pub fn restricts(layers: &[(PathBuf, Level)], network: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn within_agrees_with_path_starts_with() {
+        let paths = [
+            "/", "/a", "/ab", "/a/b", "/a/b/c", "/b", "/a/", "/a//b", "/a/./b", "/a/../b", "a",
+        ];
+        for path in paths {
+            for ancestor in paths {
+                assert_eq!(
+                    within(Path::new(path), Path::new(ancestor)),
+                    Path::new(path).starts_with(ancestor),
+                    "{path} within {ancestor}"
+                );
+            }
+            assert_eq!(
+                depth(Path::new(path)),
+                Path::new(path).components().count().saturating_sub(1),
+                "{path}"
+            );
+        }
+    }
 
     fn rules(entries: &[(&str, Level)]) -> Rules {
         let mut rules = Rules::default();

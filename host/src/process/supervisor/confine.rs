@@ -1,13 +1,16 @@
-//! Starting a program confined (docs/sandbox.md). The helper, single-threaded, enters new
-//! user, mount, PID and (without network) network namespaces, builds the program's view
-//! ([`view`]) and forks the namespace's init ([`init`]), which mounts `/proc`, pivots into the
-//! view and starts the program with no capabilities, `no_new_privs` and the seccomp filters
-//! ([`filter`]). The init exits with the program's status; the kernel then kills everything
-//! left in the PID namespace, and SIGKILL of the init (the helper's kill) does the same, so no
-//! descendant, `setsid` or double-forked, outlives its process.
+//! Starting a program confined (docs/sandbox.md). The helper, single-threaded, entered new
+//! user, PID, IPC and (without network) network namespaces while it waited as a spare
+//! ([`enter_namespaces`]). At the start it enters new mount and UTS namespaces (copies of the
+//! host's as they are now), forks the namespace's init ([`init`]) and builds the program's
+//! view ([`view`]) while the init forks the program's process ([`program`]), which drops its
+//! capabilities and installs the seccomp filters ([`filter`]). The init then mounts `/proc`,
+//! pivots into the view and lets the program exec. When the program exits the init reports
+//! it and exits; the kernel then kills everything left in the PID namespace, and SIGKILL of
+//! the init (the helper's kill) does the same, so no descendant, `setsid` or double-forked,
+//! outlives its process.
 
 pub mod filter;
-mod init;
+pub mod init;
 mod view;
 
 use std::io::Read;
@@ -53,30 +56,35 @@ pub enum StartFailure {
     Program(i32),
 }
 
-/// Starts `launch` confined: returns the init's pid (this helper's only child).
+/// Starts `launch` confined, under its PID namespace's init.
 pub fn start(
     launch: &Launch,
     confinement: &Confinement,
     stdio: [OwnedFd; 3],
     control: std::os::fd::RawFd,
     join: Option<std::os::fd::RawFd>,
-) -> Result<Pid, StartFailure> {
+) -> Result<Confined, StartFailure> {
     let filters = filter::filters(confinement.network).map_err(StartFailure::Setup)?;
-    enter_namespaces(confinement.network).map_err(StartFailure::Setup)?;
-    let empty_root = view::build(confinement).map_err(StartFailure::Setup)?;
-    // The init reports a failure as 5 bytes (mechanism tag, errno) on this pipe, or closes it
-    // once the program runs.
-    let (status_read, status_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|err| StartFailure::Setup(SetupError::new(err, "pipes")))?;
+    enter_mount_namespace().map_err(StartFailure::Setup)?;
     let pipe_err = |err| StartFailure::Setup(SetupError::new(err, "pipes"));
+    // The init reports on this pipe, 5 bytes a message: a failure (mechanism tag, errno), or
+    // that the program runs and later its exit code (`init::STARTED`, `init::EXITED`).
+    let (status_read, status_write) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(pipe_err)?;
+    // And it learns on this one that the view is built (`init::VIEW_BUILT`...).
+    let (view_read, view_write) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(pipe_err)?;
     let helper_alive = rustix::process::pidfd_open(
         rustix::process::getpid(),
         rustix::process::PidfdFlags::empty(),
     )
     .map_err(pipe_err)?;
+    // Forked before the view is built, in the same mount namespace: it and the program's
+    // process set themselves up meanwhile (see `init::run`).
     let init = match super::zygote::fork() {
         Some(0) => {
             drop(status_read);
+            drop(view_write);
             #[expect(
                 unsafe_code,
                 reason = "closing a descriptor owned by the parent's copy"
@@ -91,11 +99,11 @@ pub fn start(
                 launch,
                 confinement,
                 filters,
-                empty_root,
                 helper_alive: &helper_alive,
                 join,
+                view: view_read,
             };
-            super::zygote::exit(init::run(&prepared, stdio, status_write))
+            super::zygote::exit(init::run(prepared, stdio, status_write))
         }
         Some(pid) => pid,
         None => {
@@ -106,42 +114,83 @@ pub fn start(
         }
     };
     drop(status_write);
+    drop(view_read);
     drop(stdio);
     let init = Pid::from_raw(init).ok_or(StartFailure::Program(libc::ECHILD))?;
-    let mut status = [0u8; 5];
-    let mut status_file = std::fs::File::from(status_read);
-    let mut read = 0;
-    while read < status.len() {
-        match status_file.read(&mut status[read..]) {
-            Ok(0) => break,
-            Ok(n) => read += n,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => break,
+    match view::build(confinement) {
+        Ok(empty_root) => {
+            let built = if empty_root {
+                init::VIEW_BUILT_EMPTY_ROOT
+            } else {
+                init::VIEW_BUILT
+            };
+            let _ = rustix::io::write(&view_write, &[built]);
+            drop(view_write);
+        }
+        Err(err) => {
+            // End of file on its pipe: the init exits, and the namespace with it.
+            drop(view_write);
+            let _ = rustix::process::waitpid(Some(init), rustix::process::WaitOptions::empty());
+            return Err(StartFailure::Setup(err));
         }
     }
-    if read == 0 {
-        return Ok(init);
+    let mut status_file = std::fs::File::from(status_read);
+    let status = read_status(&mut status_file);
+    match status {
+        Some((init::STARTED, _)) => {
+            return Ok(Confined {
+                init,
+                status: status_file,
+            });
+        }
+        _ => {
+            let _ = rustix::process::waitpid(Some(init), rustix::process::WaitOptions::empty());
+        }
     }
-    let _ = rustix::process::waitpid(Some(init), rustix::process::WaitOptions::empty());
-    let errno = i32::from_ne_bytes([status[1], status[2], status[3], status[4]]);
-    Err(match init::mechanism(status[0]) {
-        Some(mechanism) => StartFailure::Setup(SetupError { errno, mechanism }),
-        None => StartFailure::Program(errno),
+    Err(match status {
+        Some((tag, errno)) => match init::mechanism(tag) {
+            Some(mechanism) => StartFailure::Setup(SetupError { errno, mechanism }),
+            None => StartFailure::Program(errno),
+        },
+        // The init died before it could say anything.
+        None => StartFailure::Setup(SetupError::new(rustix::io::Errno::SRCH, "PID namespaces")),
     })
 }
 
-/// New user, mount, PID (for the next child), UTS and IPC namespaces, and without network a
-/// network namespace of its own (a shared one would let confined processes meet through
-/// abstract unix sockets, which `sendmsg` can reach); the user mapped to itself (as
-/// `unshare -r` maps root), groups dropped as the kernel requires.
-fn enter_namespaces(network: bool) -> Result<(), SetupError> {
+/// The init's next status message; `None` once it is gone.
+pub fn read_status(pipe: &mut std::fs::File) -> Option<(u8, i32)> {
+    let mut status = [0u8; 5];
+    let mut read = 0;
+    while read < status.len() {
+        match pipe.read(&mut status[read..]) {
+            Ok(0) => return None,
+            Ok(n) => read += n,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    let [tag, value @ ..] = status;
+    Some((tag, i32::from_ne_bytes(value)))
+}
+
+/// A confined program's init, running it.
+pub struct Confined {
+    /// The init's pid (this helper's only child).
+    pub init: Pid,
+    /// The init's status pipe, on which the program's exit comes next ([`init::EXITED`]).
+    pub status: std::fs::File,
+}
+
+/// New user, PID (for the next child) and IPC namespaces, and without network a network
+/// namespace of its own (a shared one would let confined processes meet through abstract unix
+/// sockets, which `sendmsg` can reach); the user mapped to itself (as `unshare -r` maps root),
+/// groups dropped as the kernel requires. None of them copies anything of the host that could
+/// change before the start (the network namespace is empty, the IPC one too), so a spare
+/// helper enters them ahead of its request: they are most of the sandbox's setup time.
+pub fn enter_namespaces(network: bool) -> Result<(), SetupError> {
     let uid = rustix::process::getuid().as_raw();
     let gid = rustix::process::getgid().as_raw();
-    let mut flags = UnshareFlags::NEWUSER
-        | UnshareFlags::NEWNS
-        | UnshareFlags::NEWPID
-        | UnshareFlags::NEWUTS
-        | UnshareFlags::NEWIPC;
+    let mut flags = UnshareFlags::NEWUSER | UnshareFlags::NEWPID | UnshareFlags::NEWIPC;
     if !network {
         flags |= UnshareFlags::NEWNET;
     }
@@ -159,4 +208,16 @@ fn enter_namespaces(network: bool) -> Result<(), SetupError> {
     write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
     write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
     Ok(())
+}
+
+/// New mount and UTS namespaces, owned by the user namespace entered before: copies of the
+/// host's mount table and host name as they are at the start.
+fn enter_mount_namespace() -> Result<(), SetupError> {
+    #[expect(
+        unsafe_code,
+        reason = "unshare is unsafe in rustix (for CLONE_FILES only)"
+    )]
+    // SAFETY: the helper is single-threaded and the flags do not include `FILES`.
+    unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS | UnshareFlags::NEWUTS) }
+        .map_err(|err| SetupError::new(err, "mount namespaces"))
 }

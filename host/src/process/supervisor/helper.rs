@@ -6,24 +6,33 @@
 //! Runs in a single-threaded process: it may allocate and use std freely.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
 use super::confine;
+use super::exec::{self, Program};
 use super::wire::{INTERRUPT, KILL, Launch, Report, Rlimits, TERMINATE};
+use super::zygote::Kind;
 
 /// How often the helper looks for the end of the last descendant once the program itself has
 /// exited (orphans are reaped meanwhile).
 const REAP_INTERVAL_MS: i64 = 250;
 
+/// What the spare helper that took a request had prepared.
+pub struct Spare {
+    /// Its kind: the starts it can take.
+    pub kind: Kind,
+    /// Whether entering its kind's namespaces worked.
+    pub entered: Result<(), confine::SetupError>,
+}
+
 /// Runs the helper for one process; returns its exit status.
-pub fn run(control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
+pub fn run(spare: &Spare, control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
     let mut control = UnixStream::from(control);
     // Everything the program forks that loses its parent comes here, so it can be found and
     // killed, never adopted by init.
@@ -53,8 +62,8 @@ pub fn run(control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
         None => None,
     };
     let join = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let child = match start(&launch, stdio, &control, join) {
-        Ok(pid) => pid,
+    let (child, init_status) = match start(spare, &launch, stdio, &control, join) {
+        Ok(started) => started,
         Err(failure) => {
             let _ = report(&mut control, &failure);
             return 0;
@@ -71,12 +80,47 @@ pub fn run(control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
         kill_all(Some(child), confined);
         return 0;
     }
-    supervise(control, child, confined);
+    supervise(control, child, confined, init_status);
     0
 }
 
 fn libc_eio() -> i32 {
     rustix::io::Errno::IO.raw_os_error()
+}
+
+/// Runs, once, the code a spare helper runs when it takes a start (decoding a launch, encoding
+/// reports, preparing the program's strings) on a made-up launch of `kind`. A spare is a fresh
+/// fork: every page of code it runs the first time, and every page of heap it writes, costs a
+/// page fault, ~30 of them on the way from the request to the exec; taken while the spare
+/// waits, they are not taken during a start.
+pub fn warm_up(kind: Kind) {
+    let confinement = (kind != Kind::Plain).then(|| super::wire::Confinement {
+        layers: vec![super::wire::Layer {
+            path: "/".to_owned(),
+            access: super::wire::LayerAccess::Read,
+        }],
+        network: kind == Kind::ConfinedNetwork,
+        probe: false,
+    });
+    let sample = Launch {
+        program: "/bin/true".to_owned(),
+        argv: vec!["true".to_owned()],
+        env: vec![("PATH".to_owned(), "/usr/bin:/bin".to_owned())],
+        cwd: "/".to_owned(),
+        tty: false,
+        confinement,
+        limits: Rlimits::default(),
+        cgroup: None,
+    };
+    let Ok(line) = serde_json::to_vec(&sample) else {
+        return;
+    };
+    let decoded: Option<Launch> = serde_json::from_slice(&line).ok();
+    let _ = decoded.as_ref().map(Program::new);
+    for report in [Report::Spawned { pid: 1 }, Report::Exited { code: 0 }] {
+        let _ = serde_json::to_vec(&report);
+    }
+    drop(std::hint::black_box(vec![0u8; 8192]));
 }
 
 /// The launch line wexec writes first; `None` if wexec went away or wrote something else.
@@ -97,17 +141,30 @@ fn report(control: &mut UnixStream, report: &Report) -> std::io::Result<()> {
 
 /// Starts the program: it leads a new session and process group, gets the terminal as its
 /// controlling terminal, and SIGKILL should this helper die. Confined, it starts under its
-/// PID namespace's init instead ([`super::confine`]), which is then the child returned.
+/// PID namespace's init instead ([`super::confine`]), which is then the child returned, with
+/// its status pipe.
 fn start(
+    spare: &Spare,
     launch: &Launch,
     stdio: [OwnedFd; 3],
     control: &UnixStream,
     join: Option<RawFd>,
-) -> Result<Pid, Report> {
+) -> Result<(Pid, Option<File>), Report> {
+    if Kind::of(launch) != spare.kind {
+        return Err(Report::Failed {
+            errno: rustix::io::Errno::INVAL.raw_os_error(),
+            mechanism: Some("the process supervisor (a helper of the wrong kind)".to_owned()),
+        });
+    }
     if let Some(confinement) = &launch.confinement {
         use std::os::fd::AsRawFd;
-        return confine::start(launch, confinement, stdio, control.as_raw_fd(), join).map_err(
-            |failure| match failure {
+        let started = spare
+            .entered
+            .map_err(confine::StartFailure::Setup)
+            .and_then(|()| confine::start(launch, confinement, stdio, control.as_raw_fd(), join));
+        return started
+            .map(|confined| (confined.init, Some(confined.status)))
+            .map_err(|failure| match failure {
                 confine::StartFailure::Setup(err) => Report::Failed {
                     errno: err.errno,
                     mechanism: Some(err.mechanism.to_owned()),
@@ -116,57 +173,27 @@ fn start(
                     errno,
                     mechanism: None,
                 },
-            },
-        );
+            });
     }
-    let failed = |err: std::io::Error| Report::Failed {
-        errno: err.raw_os_error().unwrap_or(libc_eio()),
+    let failed = |errno: i32| Report::Failed {
+        errno,
         mechanism: None,
     };
-    let mut command = command(launch, stdio);
+    let program = Program::new(launch).map_err(|errno| failed(errno.raw_os_error()))?;
     let helper = rustix::process::getpid();
     let (tty, limits) = (launch.tty, launch.limits);
-    #[expect(
-        unsafe_code,
-        reason = "pre_exec is the only way to run setsid/TIOCSCTTY/PDEATHSIG in the child"
-    )]
-    // SAFETY: the closure only makes system calls (see `prepare_program`).
-    unsafe {
-        command.pre_exec(move || prepare_program(tty, helper, &limits, join));
-    }
-    let child = command.spawn().map_err(failed)?;
-    // The stdio copies held by `command` close with it: end of file on the pipes then means
-    // the program's side is gone.
-    drop(command);
-    let pid = i32::try_from(child.id())
-        .ok()
-        .and_then(Pid::from_raw)
-        .ok_or_else(|| failed(std::io::Error::other("spawned child has no pid")))?;
-    // Reaped below with waitpid, never through `child`.
-    drop(child);
-    Ok(pid)
+    let child = exec::spawn(&program, &stdio, &mut || {
+        prepare_program(tty, helper, &limits, join)
+    })
+    .map_err(failed)?;
+    // Our copies close here: end of file on the pipes then means the program's side is gone.
+    drop(stdio);
+    Ok((child, None))
 }
 
-/// The program's command: its arguments, exactly its environment, its directory and stdio.
-pub(super) fn command(launch: &Launch, stdio: [OwnedFd; 3]) -> Command {
-    let [stdin, stdout, stderr] = stdio;
-    let mut command = Command::new(&launch.program);
-    if let Some((arg0, args)) = launch.argv.split_first() {
-        command.arg0(arg0).args(args);
-    }
-    command
-        .env_clear()
-        .envs(launch.env.iter().map(|(name, value)| (name, value)))
-        .current_dir(&launch.cwd)
-        .stdin(Stdio::from(stdin))
-        .stdout(Stdio::from(stdout))
-        .stderr(Stdio::from(stderr));
-    command
-}
-
-/// Sets up the program between fork and exec: default signal dispositions, a new session,
-/// the terminal, death with `parent`, the descriptor limit wexec started with and the
-/// operator's limits. System calls only (async-signal-safe, no allocation, no locks).
+/// Sets up the program in its child before the exec ([`exec::spawn`]): default signal
+/// dispositions, a new session, the terminal, death with `parent`, the descriptor limit wexec
+/// started with and the operator's limits. System calls only (no allocation, no locks).
 pub(super) fn prepare_program(
     tty: bool,
     parent: Pid,
@@ -198,7 +225,7 @@ pub(super) fn prepare_program(
 fn join_cgroup(procs: RawFd) -> std::io::Result<()> {
     #[expect(
         unsafe_code,
-        reason = "a write on a raw descriptor between fork and exec"
+        reason = "a write on a raw descriptor in the child before its exec"
     )]
     // SAFETY: `procs` is open for the whole spawn (the helper owns it); write is
     // async-signal-safe and reads one byte of a static.
@@ -236,7 +263,7 @@ fn set_limits(limits: &Rlimits) -> std::io::Result<()> {
 /// Gives every signal its default disposition. A signal wexec was started with ignored (`nohup`
 /// ignores SIGHUP, a shell's `&` SIGINT and SIGQUIT) would otherwise stay ignored through
 /// `exec`, and a non-interactive shell cannot even `trap` it: `process/signal` would be lost.
-/// std already empties the signal mask and restores SIGPIPE. Runs between fork and exec.
+/// [`exec::spawn`] empties the signal mask. Runs in the child before its exec.
 fn default_signal_dispositions() {
     // Linux numbers signals 1..=64; sigaction refuses the rest, and SIGKILL/SIGSTOP.
     for signal in 1..=64 {
@@ -256,18 +283,22 @@ fn default_signal_dispositions() {
 }
 
 /// Reports the exit and relays commands until everything is gone or wexec says (or is) done.
-/// A confined `child` is its PID namespace's init, which relays signals to the program.
-fn supervise(mut control: UnixStream, child: Pid, confined: bool) {
+/// A confined `child` is its PID namespace's init, which relays signals to the program and
+/// reports the program's exit on `init_status` before it exits itself.
+fn supervise(mut control: UnixStream, child: Pid, confined: bool, init_status: Option<File>) {
     let pidfd = rustix::process::pidfd_open(child, rustix::process::PidfdFlags::empty()).ok();
+    let mut init_status = init_status;
     let mut alive = true;
+    let mut reported = false;
     loop {
         match reap(child) {
             Reaped::Child(code) => {
                 alive = false;
-                if report(&mut control, &Report::Exited { code }).is_err() {
+                if !reported && report(&mut control, &Report::Exited { code }).is_err() {
                     kill_all(None, confined);
                     return;
                 }
+                reported = true;
                 continue;
             }
             // The program and everything it forked are gone.
@@ -277,6 +308,10 @@ fn supervise(mut control: UnixStream, child: Pid, confined: bool) {
         let mut fds = vec![PollFd::new(&control, PollFlags::IN)];
         if let (true, Some(pidfd)) = (alive, &pidfd) {
             fds.push(PollFd::new(pidfd, PollFlags::IN));
+        }
+        let status_index = fds.len();
+        if let Some(status) = &init_status {
+            fds.push(PollFd::new(status, PollFlags::IN));
         }
         // Until the program exits its pidfd wakes us; after, orphans are looked for now and
         // then.
@@ -293,6 +328,21 @@ fn supervise(mut control: UnixStream, child: Pid, confined: bool) {
             continue;
         }
         let commands = fds[0].revents();
+        let status_ready = fds
+            .get(status_index)
+            .is_some_and(|fd| !fd.revents().is_empty());
+        drop(fds);
+        if status_ready && let Some(status) = &mut init_status {
+            if let Some((confine::init::EXITED, code)) = confine::read_status(status) {
+                if report(&mut control, &Report::Exited { code }).is_err() {
+                    kill_all(alive.then_some(child), confined);
+                    return;
+                }
+                reported = true;
+            }
+            // Nothing more comes on it.
+            init_status = None;
+        }
         if commands.is_empty() {
             continue;
         }
@@ -314,7 +364,9 @@ fn supervise(mut control: UnixStream, child: Pid, confined: bool) {
                 KILL => {
                     // The program's own exit still counts: reported, it is the program's
                     // status (137) rather than a helper that vanished.
-                    if let Some(code) = kill_all(alive.then_some(child), confined) {
+                    if let Some(code) = kill_all(alive.then_some(child), confined)
+                        && !reported
+                    {
                         let _ = report(&mut control, &Report::Exited { code });
                     }
                     return;

@@ -3,10 +3,11 @@
 //! allocate, lock and run ordinary code), cheap (its address space is small) and inherits
 //! nothing wexec opened later: no other process's pipes, no listening socket.
 //!
-//! Requests arrive on its socket: one byte and four descriptors (the control socket's helper
-//! end, then stdin, stdout, stderr for the program), taken by spare helpers it keeps forked.
-//! It ends when the socket hangs up, when wexec is gone. Helpers are reaped by the kernel
-//! (SIGCHLD ignored here).
+//! It keeps spare helpers forked and waiting, [`SPARES`] of each [`Kind`], so that a start
+//! waits for neither a fork nor the namespaces a confined helper needs. Each kind takes its
+//! requests on its own socket: one byte and four descriptors (the control socket's helper end,
+//! then stdin, stdout, stderr for the program). The zygote ends when a socket hangs up, when
+//! wexec is gone. Helpers are reaped by the kernel (SIGCHLD ignored here).
 
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
@@ -14,54 +15,115 @@ use std::os::fd::OwnedFd;
 
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 
+use super::confine;
 use super::helper;
+use super::wire::Launch;
 
-/// Helpers kept forked and waiting, so that a start does not wait for a fork of the zygote.
+/// Helpers of each kind kept forked and waiting.
 const SPARES: usize = 2;
 
-/// Serves until wexec is gone; never returns. The zygote itself only forks: [`SPARES`]
-/// spare helpers wait on the socket, and each that takes a request asks for a replacement.
-pub fn serve(socket: OwnedFd) -> ! {
+/// What a spare helper has prepared, and so which starts it can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Nothing: unconfined starts.
+    Plain,
+    /// Confined starts without network: the user, PID, IPC and network namespaces entered.
+    Confined,
+    /// Confined starts with network: the same but the network namespace.
+    ConfinedNetwork,
+}
+
+impl Kind {
+    /// Every kind, in socket order.
+    pub const ALL: [Self; 3] = [Self::Plain, Self::Confined, Self::ConfinedNetwork];
+
+    /// The kind of helper `launch` needs.
+    pub fn of(launch: &Launch) -> Self {
+        match &launch.confinement {
+            None => Self::Plain,
+            Some(confinement) if confinement.network => Self::ConfinedNetwork,
+            Some(_) => Self::Confined,
+        }
+    }
+
+    /// Its socket's index in [`Self::ALL`], and the byte that asks for its replacement.
+    pub fn byte(self) -> u8 {
+        self as u8
+    }
+
+    /// Its socket's index in [`Self::ALL`].
+    pub fn index(self) -> usize {
+        usize::from(self.byte())
+    }
+}
+
+/// Serves until wexec is gone; never returns. The zygote itself only forks: spare helpers
+/// wait on the sockets, and each that takes a request asks for a replacement of its kind.
+pub fn serve(sockets: [OwnedFd; 3]) -> ! {
     quiet_stdio();
     ignore_children(true);
-    super::confine::filter::prepare();
+    confine::filter::prepare();
+    // Replacing a spare (a fork, and a confined one's namespaces: ~1 ms of kernel work) runs
+    // while the start that took it goes on, and must not delay it. An idle-policy task gives
+    // way to any other at once; a process may only leave that policy with CAP_SYS_NICE or a
+    // high enough RLIMIT_NICE, so without those a batch one is the best there is (it does not
+    // preempt the task that woke it). Spares return to the normal policy once prepared.
+    set_policy(if may_leave_idle_policy() {
+        libc::SCHED_IDLE
+    } else {
+        libc::SCHED_BATCH
+    });
     let Ok((wake_read, wake_write)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
     else {
         exit(1)
     };
-    for _ in 0..SPARES {
-        fork_spare(&socket, &wake_read, &wake_write);
+    for kind in Kind::ALL {
+        for _ in 0..SPARES {
+            fork_spare(kind, &sockets[kind.index()], &wake_write);
+        }
     }
     loop {
-        // No events asked on the socket (the spares read it): only its hang-up wakes us.
+        // No events asked on the sockets (the spares read them): only a hang-up wakes us.
         let mut fds = [
             rustix::event::PollFd::new(&wake_read, rustix::event::PollFlags::IN),
-            rustix::event::PollFd::new(&socket, rustix::event::PollFlags::empty()),
+            rustix::event::PollFd::new(&sockets[0], rustix::event::PollFlags::empty()),
+            rustix::event::PollFd::new(&sockets[1], rustix::event::PollFlags::empty()),
+            rustix::event::PollFd::new(&sockets[2], rustix::event::PollFlags::empty()),
         ];
         match rustix::event::poll(&mut fds, None) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => exit(0),
         }
-        if !fds[1].revents().is_empty() {
+        if fds[1..].iter().any(|fd| !fd.revents().is_empty()) {
             exit(0);
         }
         if fds[0].revents().contains(rustix::event::PollFlags::IN) {
             let mut taken = [0u8; 16];
             let count = rustix::io::read(&wake_read, &mut taken).unwrap_or(0);
-            for _ in 0..count {
-                fork_spare(&socket, &wake_read, &wake_write);
+            for &index in &taken[..count] {
+                if let Some(&kind) = Kind::ALL.get(usize::from(index)) {
+                    fork_spare(kind, &sockets[kind.index()], &wake_write);
+                }
             }
         }
     }
 }
 
-/// Forks a spare helper: it waits for one request, asks the zygote for a replacement and
-/// becomes that request's helper.
-fn fork_spare(socket: &OwnedFd, wake_read: &OwnedFd, wake_write: &OwnedFd) {
+/// Forks a spare helper of `kind`: it prepares what its kind needs, waits for one request on
+/// `socket`, asks the zygote for a replacement and becomes that request's helper.
+fn fork_spare(kind: Kind, socket: &OwnedFd, wake_write: &OwnedFd) {
     if fork() != Some(0) {
         return;
     }
-    let _ = wake_read;
+    // Kept for the request, whose start reports a failure here with what the kernel lacks.
+    let entered = match kind {
+        Kind::Plain => Ok(()),
+        Kind::Confined => confine::enter_namespaces(false),
+        Kind::ConfinedNetwork => confine::enter_namespaces(true),
+    };
+    helper::warm_up(kind);
+    set_policy(libc::SCHED_OTHER);
     loop {
         let mut byte = [0u8; 1];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(4))];
@@ -91,9 +153,10 @@ fn fork_spare(socket: &OwnedFd, wake_read: &OwnedFd, wake_write: &OwnedFd) {
         let Ok([control, stdin, stdout, stderr]) = <[OwnedFd; 4]>::try_from(fds) else {
             continue;
         };
-        let _ = rustix::io::write(wake_write, b"s");
+        let _ = rustix::io::write(wake_write, &[kind.byte()]);
         ignore_children(false);
-        exit(helper::run(control, [stdin, stdout, stderr]));
+        let spare = helper::Spare { kind, entered };
+        exit(helper::run(&spare, control, [stdin, stdout, stderr]));
     }
 }
 
@@ -120,6 +183,27 @@ fn ignore_children(ignore: bool) {
             libc::SIGCHLD,
             if ignore { libc::SIG_IGN } else { libc::SIG_DFL },
         );
+    }
+}
+
+/// Whether a process of ours may go from `SCHED_IDLE` back to `SCHED_OTHER` at nice 0: with
+/// `CAP_SYS_NICE`, or an `RLIMIT_NICE` of 20 or more (sched(7)).
+fn may_leave_idle_policy() -> bool {
+    let capable = rustix::thread::capabilities(None).is_ok_and(|sets| {
+        sets.effective
+            .contains(rustix::thread::CapabilitySet::SYS_NICE)
+    });
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nice).current;
+    capable || limit.is_none_or(|limit| limit >= 20)
+}
+
+/// Sets this process's scheduling policy (one of the normal ones, priority 0); best effort.
+fn set_policy(policy: libc::c_int) {
+    let param = libc::sched_param { sched_priority: 0 };
+    #[expect(unsafe_code, reason = "sched_setscheduler is unsafe in libc")]
+    // SAFETY: `param` is a valid sched_param for the normal policies.
+    unsafe {
+        libc::sched_setscheduler(0, policy, &raw const param);
     }
 }
 

@@ -159,7 +159,7 @@ fn compile(network: bool) -> Result<Vec<BpfProgram>, SetupError> {
 }
 
 /// Installs `filters` on the calling thread (with `no_new_privs`, which seccompiler sets).
-/// Runs between fork and exec: makes system calls only.
+/// Runs in the program's child before its exec: makes system calls only.
 pub fn install(filters: &[BpfProgram]) -> std::io::Result<()> {
     for filter in filters {
         seccompiler::apply_filter(filter).map_err(|_| std::io::Error::last_os_error())?;

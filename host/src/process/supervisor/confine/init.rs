@@ -1,23 +1,38 @@
-//! The init of a confined program's PID namespace: forked by the helper after the view was
-//! built, it mounts the namespace's `/proc`, pivots into the view, starts the program and
-//! waits for it, relaying the helper's signals to the program's group and reaping orphans.
-//! When the program exits the init exits with its status, and the kernel kills whatever is
+//! The init of a confined program's PID namespace: forked by the helper while the helper
+//! builds the view, it forks the program's process ([`program`]), then mounts the
+//! namespace's `/proc`, pivots into the view, lets the program exec and waits for it,
+//! relaying the helper's signals to the program's group and reaping orphans. When the
+//! program exits the init reports its status and exits, and the kernel kills whatever is
 //! left in the namespace.
 
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
 
 use rustix::mount::{MountFlags, UnmountFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 use seccompiler::BpfProgram;
 
+use super::SetupError;
+use super::filter;
 use super::view::{STAGE, staged};
-use super::{SetupError, filter};
+use crate::process::supervisor::exec::{self, Program};
 use crate::process::supervisor::helper;
 use crate::process::supervisor::wire::{Confinement, Launch};
 
 /// Mechanisms a failure report names, by tag (0: the program itself).
 const MECHANISMS: [&str; 3] = ["PID namespaces", "mount namespaces", "seccomp"];
+
+/// The status tag of "the program runs" (the value is 0).
+pub const STARTED: u8 = 0xfe;
+/// The status tag of "the program exited" (the value is its exit code): sent before the init
+/// itself exits, so that the exit is known without waiting for the namespaces' teardown.
+pub const EXITED: u8 = 0xff;
+
+/// A status message: a tag and a native-endian value.
+pub fn message(tag: u8, value: i32) -> [u8; 5] {
+    let mut message = [tag, 0, 0, 0, 0];
+    message[1..].copy_from_slice(&value.to_ne_bytes());
+    message
+}
 
 /// The mechanism a status tag names; `None` for the program's own failure.
 pub fn mechanism(tag: u8) -> Option<&'static str> {
@@ -38,6 +53,13 @@ const RELAYED: [libc::c_int; 6] = [
     libc::SIGUSR2,
 ];
 
+/// The byte the helper sends the init once the view is built (its root is a directory of
+/// the host's) ...
+pub const VIEW_BUILT: u8 = b'v';
+/// ... or once it is built with an empty tmpfs as its root (remounted read-only after the
+/// pivot). End of file instead: the helper failed, and reports why.
+pub const VIEW_BUILT_EMPTY_ROOT: u8 = b'e';
+
 /// What the helper prepared for the init.
 pub struct Prepared<'a> {
     /// What to run.
@@ -46,68 +68,94 @@ pub struct Prepared<'a> {
     pub confinement: &'a Confinement,
     /// The compiled seccomp filters.
     pub filters: &'static [BpfProgram],
-    /// The view's root is an empty tmpfs (remounted read-only after the pivot).
-    pub empty_root: bool,
     /// The helper's pidfd: readable once the helper is gone.
     pub helper_alive: &'a OwnedFd,
     /// The session's pids cgroup (`cgroup.procs`), for the program to join.
     pub join: Option<std::os::fd::RawFd>,
+    /// Where [`VIEW_BUILT`] or [`VIEW_BUILT_EMPTY_ROOT`] comes once the view is built.
+    pub view: OwnedFd,
 }
 
-/// Runs the init; returns its exit status (the program's exit code). Failures go to `status`.
-pub fn run(prepared: &Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32 {
+/// Runs the init; returns its exit status (the program's exit code). What happens goes to
+/// `status`: a failure's tag and errno, or [`STARTED`] then [`EXITED`] and the exit code.
+///
+/// The init is forked before the view is built, and forks the program's process at once:
+/// the program's setup (limits, capabilities, seccomp) and the view run side by side, and
+/// the program only waits for the init to enter the view before its exec.
+pub fn run(prepared: Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32 {
     let Prepared {
         launch,
         confinement,
         filters,
-        empty_root,
         helper_alive,
         join,
-    } = *prepared;
+        view,
+    } = prepared;
     let fail = |status: &OwnedFd, tag: u8, errno: i32| {
-        let mut message = [tag, 0, 0, 0, 0];
-        message[1..].copy_from_slice(&errno.to_ne_bytes());
-        let _ = rustix::io::write(status, &message);
+        let _ = rustix::io::write(status, &message(tag, errno));
         127
     };
-    if let Err(err) = enter_view(empty_root, helper_alive) {
+    if let Err(err) = die_with_helper(helper_alive) {
         return fail(&status, 1 + tag_of(err.mechanism), err.errno);
     }
-    if confinement.probe {
-        return match filter::install(filters) {
-            Ok(()) => 0,
-            Err(err) => fail(&status, 3, err.raw_os_error().unwrap_or(libc::EINVAL)),
-        };
-    }
+    let executable = match Program::new(launch) {
+        Ok(executable) => executable,
+        Err(errno) => return fail(&status, 0, errno.raw_os_error()),
+    };
     let signals = relayed_set();
     block(&signals);
-    let mut command = helper::command(launch, stdio);
-    let init = rustix::process::getpid();
-    let (tty, limits) = (launch.tty, launch.limits);
-    #[expect(
-        unsafe_code,
-        reason = "pre_exec is the only way to set up the program between fork and exec"
-    )]
-    // SAFETY: the closure makes system calls only (see `helper::prepare_program` and
-    // `filter::install`): no allocation, no locks.
-    unsafe {
-        command.pre_exec(move || {
-            helper::prepare_program(tty, init, &limits, join)?;
-            drop_capabilities()?;
-            filter::install(filters)
-        });
+    let empty_root = match view_built(&view) {
+        Some(empty_root) => empty_root,
+        // The helper failed to build the view, and says why.
+        None => return 127,
+    };
+    if let Err(err) = enter_view(empty_root) {
+        return fail(&status, 1 + tag_of(err.mechanism), err.errno);
     }
-    let program = match command.spawn() {
-        Ok(child) => child,
-        Err(err) => return fail(&status, 0, err.raw_os_error().unwrap_or(libc::EIO)),
+    let init = rustix::process::getpid();
+    let (tty, limits, probe) = (launch.tty, launch.limits, confinement.probe);
+    let mut failed_tag = 0;
+    let spawned = exec::spawn(&executable, &stdio, &mut || {
+        helper::prepare_program(tty, init, &limits, join)?;
+        drop_capabilities()?;
+        failed_tag = SECCOMP_TAG;
+        filter::install(filters)?;
+        failed_tag = 0;
+        if probe {
+            crate::process::supervisor::zygote::exit(0);
+        }
+        Ok(())
+    });
+    drop(stdio);
+    let program = match spawned {
+        Ok(pid) => pid,
+        Err(errno) => return fail(&status, failed_tag, errno),
     };
-    drop(command);
-    drop(status);
-    let Some(program) = i32::try_from(program.id()).ok().and_then(Pid::from_raw) else {
-        return 127;
-    };
-    wait(program, &signals)
+    let _ = rustix::io::write(&status, &message(STARTED, 0));
+    let code = wait(program, &signals);
+    let _ = rustix::io::write(&status, &message(EXITED, code));
+    code
 }
+
+/// The helper's word that the view is built: whether its root is empty; `None` if it failed.
+fn view_built(view: &OwnedFd) -> Option<bool> {
+    let mut byte = [0u8; 1];
+    loop {
+        match rustix::io::read(view, &mut byte) {
+            Ok(1) => break,
+            Err(rustix::io::Errno::INTR) => {}
+            Ok(_) | Err(_) => return None,
+        }
+    }
+    match byte[0] {
+        VIEW_BUILT => Some(false),
+        VIEW_BUILT_EMPTY_ROOT => Some(true),
+        _ => None,
+    }
+}
+
+/// The tag of the seccomp mechanism in status messages.
+pub const SECCOMP_TAG: u8 = 3;
 
 fn tag_of(mechanism: &str) -> u8 {
     MECHANISMS
@@ -117,12 +165,10 @@ fn tag_of(mechanism: &str) -> u8 {
         .unwrap_or(1)
 }
 
-/// Dies with the helper, mounts `/proc`, pivots into the view.
-fn enter_view(empty_root: bool, helper_alive: &OwnedFd) -> Result<(), SetupError> {
+/// Dies with the helper, which may have died before the death signal was armed.
+fn die_with_helper(helper_alive: &OwnedFd) -> Result<(), SetupError> {
     let pid_err = |err: rustix::io::Errno| SetupError::new(err, "PID namespaces");
-    let mount_err = |err: rustix::io::Errno| SetupError::new(err, "mount namespaces");
     rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).map_err(pid_err)?;
-    // The helper may have died before the death signal was armed: its pidfd says so.
     let mut fds = [rustix::event::PollFd::new(
         helper_alive,
         rustix::event::PollFlags::IN,
@@ -134,6 +180,13 @@ fn enter_view(empty_root: bool, helper_alive: &OwnedFd) -> Result<(), SetupError
     if rustix::event::poll(&mut fds, Some(&zero)).unwrap_or(1) != 0 {
         return Err(SetupError::new(rustix::io::Errno::SRCH, "PID namespaces"));
     }
+    Ok(())
+}
+
+/// Mounts `/proc`, pivots into the view. The pivot moves every process of the namespace
+/// whose root is the host's into the view, the waiting program's included.
+fn enter_view(empty_root: bool) -> Result<(), SetupError> {
+    let mount_err = |err: rustix::io::Errno| SetupError::new(err, "mount namespaces");
     rustix::mount::mount(
         "proc",
         staged(std::path::Path::new("/proc")),
@@ -213,7 +266,7 @@ fn relayed_set() -> libc::sigset_t {
     }
 }
 
-/// Blocks `set`, so its signals wait for `sigwaitinfo` (std unblocks them in the program).
+/// Blocks `set`, so its signals wait for `sigwaitinfo` (the program starts with none blocked).
 fn block(set: &libc::sigset_t) {
     #[expect(unsafe_code, reason = "sigprocmask is unsafe in libc")]
     // SAFETY: `set` is initialized; the old mask is not wanted.
@@ -223,8 +276,8 @@ fn block(set: &libc::sigset_t) {
 }
 
 /// Empties every capability set of the program: the bounding set (so `execve` as root grants
-/// none), the ambient set, then effective, permitted and inheritable. Runs between fork and
-/// exec: system calls only.
+/// none), the ambient set, then effective, permitted and inheritable. Runs in the program's
+/// child before its exec: system calls only.
 fn drop_capabilities() -> std::io::Result<()> {
     for capability in 0..64 {
         #[expect(unsafe_code, reason = "prctl is unsafe in libc")]
