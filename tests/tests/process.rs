@@ -493,6 +493,62 @@ async fn signals_ignored_by_wexec_are_default_in_its_processes() {
     assert_eq!(exited["params"]["exitCode"], 7);
 }
 
+/// The scheduling policy a started program reports (`policy` in `/proc/self/sched`: 0 is
+/// `SCHED_OTHER`, 3 `SCHED_BATCH`).
+async fn program_policy(client: &mut Client, id: &str) -> String {
+    let output = output_of(
+        client,
+        start_params(id, &["sh", "-c", "grep '^policy' /proc/self/sched"]),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&output).into_owned();
+    text.split_whitespace()
+        .last()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The zygote replaces spare helpers under `SCHED_BATCH`, and spares return to the normal
+/// policy (confined ones from inside their user namespace): programs, confined or not, never
+/// inherit the batch one, with or without `CAP_SYS_NICE`.
+#[tokio::test]
+async fn programs_run_under_the_normal_scheduling_policy() {
+    for confined in [false, true] {
+        let args: &[&str] = if confined {
+            &[]
+        } else {
+            &["--sandbox", "danger-full-access"]
+        };
+        let (_server, mut client) = spawn_stdio(args);
+        client.handshake().await;
+        // The first start takes a spare forked at startup, the third one a replacement.
+        for round in 0..3 {
+            let id = format!("policy-{confined}-{round}");
+            assert_eq!(program_policy(&mut client, &id).await, "0", "{id}");
+        }
+    }
+    // Without CAP_SYS_NICE (and RLIMIT_NICE 0) too.
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success())
+    {
+        let (_server, mut client) = spawn_stdio_with(command_under(
+            &[
+                "setpriv",
+                "--bounding-set=-sys_nice",
+                "--inh-caps=-sys_nice",
+            ],
+            &[],
+        ));
+        client.handshake().await;
+        for round in 0..3 {
+            let id = format!("policy-unprivileged-{round}");
+            assert_eq!(program_policy(&mut client, &id).await, "0", "{id}");
+        }
+    }
+}
+
 /// Whether a process with this pid exists (zombies included).
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
@@ -625,13 +681,14 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
     // Warm up lazily created runtime state (blocking threads, reaper registrations) first.
     run_batch(&mut client, "warm", 4).await;
     // wexec's one lasting child: the process supervisor's zygote, whose children are the
-    // helpers, each gone (its control socket closed) once its process has ended, and the two
-    // spare helpers waiting for the next starts (childless).
+    // helpers, each gone (its control socket closed) once its process has ended, and the
+    // spare helpers waiting for the next starts (childless): two of each kind (unconfined,
+    // confined, confined with network).
     let zygote = children(pid);
     assert_eq!(zygote.len(), 1, "{zygote:?}");
     let only_spares = |zygote: u32| {
         let helpers = children(zygote);
-        helpers.len() == 2 && helpers.iter().all(|&helper| children(helper).is_empty())
+        helpers.len() == 6 && helpers.iter().all(|&helper| children(helper).is_empty())
     };
     let settled = Instant::now() + Duration::from_secs(5);
     while !only_spares(zygote[0]) && Instant::now() < settled {

@@ -65,15 +65,11 @@ pub fn serve(sockets: [OwnedFd; 3]) -> ! {
     ignore_children(true);
     confine::filter::prepare();
     // Replacing a spare (a fork, and a confined one's namespaces: ~1 ms of kernel work) runs
-    // while the start that took it goes on, and must not delay it. An idle-policy task gives
-    // way to any other at once; a process may only leave that policy with CAP_SYS_NICE or a
-    // high enough RLIMIT_NICE, so without those a batch one is the best there is (it does not
-    // preempt the task that woke it). Spares return to the normal policy once prepared.
-    set_policy(if may_leave_idle_policy() {
-        libc::SCHED_IDLE
-    } else {
-        libc::SCHED_BATCH
-    });
+    // while the start that took it goes on, and must not delay it: a batch task does not
+    // preempt the task that woke it. (`SCHED_IDLE` would yield even more, but a process may
+    // leave it only with CAP_SYS_NICE in the initial user namespace, which a confined spare
+    // has left.) Spares return to the normal policy once prepared, which needs no privilege.
+    set_policy(libc::SCHED_BATCH);
     let Ok((wake_read, wake_write)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
     else {
         exit(1)
@@ -184,17 +180,6 @@ fn ignore_children(ignore: bool) {
             if ignore { libc::SIG_IGN } else { libc::SIG_DFL },
         );
     }
-}
-
-/// Whether a process of ours may go from `SCHED_IDLE` back to `SCHED_OTHER` at nice 0: with
-/// `CAP_SYS_NICE`, or an `RLIMIT_NICE` of 20 or more (sched(7)).
-fn may_leave_idle_policy() -> bool {
-    let capable = rustix::thread::capabilities(None).is_ok_and(|sets| {
-        sets.effective
-            .contains(rustix::thread::CapabilitySet::SYS_NICE)
-    });
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nice).current;
-    capable || limit.is_none_or(|limit| limit >= 20)
 }
 
 /// Sets this process's scheduling policy (one of the normal ones, priority 0); best effort.
