@@ -1,7 +1,8 @@
 //! `process/start` → `process/closed` of `true`, with and without Codex's workspace-write
 //! `sandbox` object, against wexec and (when `CODEX_BIN` names the `codex` binary of
 //! `@openai/codex@0.169.0`) `codex exec-server`: the same raw client, one server of each kind,
-//! interleaved in rounds so every configuration sees the same machine noise.
+//! interleaved in rounds so every configuration sees the same machine noise; and, in the same
+//! rounds, the floor: the benchmark spawning `true` itself.
 //!
 //! Run: `CODEX_BIN=.../codex cargo bench -p wexec-tests --bench sandbox_start`
 
@@ -164,7 +165,18 @@ async fn main() {
             .await;
         }
     }
+    // The floor, measured in the same rounds: this process spawning `true` itself and waiting
+    // for it (std uses posix_spawn), without a server, a sandbox or a protocol.
+    let mut floor = Vec::new();
     for _ in 0..ROUNDS {
+        for _ in 0..PER_ROUND {
+            let began = Instant::now();
+            let status = std::process::Command::new("/bin/true")
+                .status()
+                .expect("spawn /bin/true");
+            assert!(status.success());
+            floor.push(began.elapsed());
+        }
         for case in &mut cases {
             for _ in 0..PER_ROUND {
                 counter += 1;
@@ -193,9 +205,20 @@ async fn main() {
         );
         medians.push(median.as_secs_f64());
     }
+    floor.sort_unstable();
+    let floor_median = percentile(&floor, 0.5).as_secs_f64();
+    println!(
+        "floor, spawn + wait of /bin/true from the benchmark itself, {} runs: median {:.2} ms",
+        floor.len(),
+        floor_median * 1e3
+    );
     println!(
         "wexec sandboxed − wexec unsandboxed: {:.2} ms",
         (medians[0] - medians[1]) * 1e3
+    );
+    println!(
+        "wexec unsandboxed − floor: {:.2} ms",
+        (medians[1] - floor_median) * 1e3
     );
     if medians.len() == 4 {
         println!(
