@@ -9,7 +9,7 @@ pub use crate::bindings::wexec::plugin::filesystem::{
 };
 
 impl From<Error> for RpcError {
-    /// wexec's mapping (PROTOCOL §9.2): not found → -32004; outside the roots, denied,
+    /// wexec's mapping (docs/protocol.md §9.2): not found → -32004; outside the roots, denied,
     /// invalid, too large → -32600; other → -32603.
     fn from(error: Error) -> Self {
         let code = match error.kind {

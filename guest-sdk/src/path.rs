@@ -1,5 +1,5 @@
-//! Request paths as wexec's protocol defines them (PROTOCOL §7.2): `file://` URIs without an
-//! authority, or plain absolute paths; and the `file://` URIs results carry.
+//! Request paths as wexec's protocol defines them (docs/protocol.md §7.2): `file://` URIs without
+//! an authority, or plain absolute paths; and the `file://` URIs results carry.
 
 use crate::RpcError;
 

@@ -1,4 +1,4 @@
-//! The command line (PROTOCOL §3.1) and its validation into [`Settings`].
+//! The command line (docs/protocol.md §3.1) and its validation into [`Settings`].
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -211,7 +211,7 @@ impl ReloadSource {
     }
 }
 
-/// A command line wexec refuses to start with. Messages are PROTOCOL §3.1's texts.
+/// A command line wexec refuses to start with. Messages are docs/protocol.md §3.1's texts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartupError {
     /// `ws://` with something other than a literal IP and port.

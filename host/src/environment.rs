@@ -1,6 +1,6 @@
-//! The facts about this host that clients see in `environmentInfo` (PROTOCOL §7.4): gathered
-//! once, in one place. The `env` plugin reaches them through the environment capability and
-//! builds the object clients see (capabilities and plugin list included).
+//! The facts about this host that clients see in `environmentInfo` (docs/protocol.md §7.4):
+//! gathered once, in one place. The `env` plugin reaches them through the environment capability
+//! and builds the object clients see (capabilities and plugin list included).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -101,7 +101,7 @@ impl EnvironmentFacts {
     }
 }
 
-/// The host facts as `environmentInfo` reports them (PROTOCOL §7.4).
+/// The host facts as `environmentInfo` reports them (docs/protocol.md §7.4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReportedFacts {

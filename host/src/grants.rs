@@ -13,7 +13,7 @@ pub struct FsRoot {
     pub writable: bool,
 }
 
-/// An `--allow-host` pattern (PROTOCOL §10.2).
+/// An `--allow-host` pattern (docs/protocol.md §10.2).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostPattern {
     host: HostMatch,

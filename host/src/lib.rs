@@ -78,7 +78,7 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
 }
 
 /// Finds out whether this kernel can confine processes; refuses to serve when it cannot
-/// enforce the ceiling (PROTOCOL §3.1), unless the ceiling is `danger-full-access`.
+/// enforce the ceiling (docs/protocol.md §3.1), unless the ceiling is `danger-full-access`.
 async fn probe_sandbox(settings: &Settings) -> Result<(), RunError> {
     if !settings.ceiling.processes {
         return Ok(());

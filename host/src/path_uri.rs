@@ -1,11 +1,11 @@
-//! `file:` URIs (PROTOCOL §7.2): what wexec returns for every path, and what it accepts in
+//! `file:` URIs (docs/protocol.md §7.2): what wexec returns for every path, and what it accepts in
 //! requests alongside plain absolute paths.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-/// Why a request path was refused. The messages are the texts of PROTOCOL §7.2.
+/// Why a request path was refused. The messages are the texts of docs/protocol.md §7.2.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathUriError {
     /// Neither a `file:` URI nor an absolute path.

@@ -1,4 +1,4 @@
-//! Processes (PROTOCOL §8): the session's process table, each process's event log, stdin,
+//! Processes (docs/protocol.md §8): the session's process table, each process's event log, stdin,
 //! signals and termination. Spawning lives in [`spawn`], on the [`supervisor`] that keeps
 //! every descendant within its session; reading a child's output and its exit, in `pump`.
 
@@ -406,7 +406,7 @@ impl Process {
         matches!(*lock(&self.phase), Phase::Exited)
     }
 
-    /// Writes `data` to stdin (PROTOCOL §8.3).
+    /// Writes `data` to stdin (docs/protocol.md §8.3).
     pub async fn write(
         &self,
         data: &[u8],

@@ -1,5 +1,5 @@
 //! Method names and the params, results and notifications of the wire protocol: plain data.
-//! The specification is `shared/PROTOCOL.md`; `docs/protocol.md` documents what wexec does.
+//! What they mean, and where wexec differs from Codex, is docs/protocol.md (cited by section).
 
 use std::collections::BTreeMap;
 
@@ -64,8 +64,8 @@ pub use http::*;
 pub use plugin::*;
 pub use process::*;
 
-/// Result of `environment/info`, also embedded in `initialize` (PROTOCOL §7.4). Produced by the
-/// `env` plugin; clients decode it with this type.
+/// Result of `environment/info`, also embedded in `initialize` (docs/protocol.md §7.4). Produced by
+/// the `env` plugin; clients decode it with this type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvironmentInfo {

@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// Largest message wexec accepts or sends, in bytes (PROTOCOL §12). Large enough for a 32 MiB
-/// file or HTTP body in base64 plus its envelope.
+/// Largest message wexec accepts or sends, in bytes (docs/protocol.md §12). Large enough for
+/// a 32 MiB file or HTTP body in base64 plus its envelope.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 
 /// -32600: the request (or a malformed message, answered with id -1) is invalid.
@@ -47,7 +47,7 @@ impl std::fmt::Display for RequestId {
 pub struct RpcError {
     /// One of the code constants of this module, or a plugin's own code.
     pub code: i64,
-    /// Human-readable text; stable for a given condition (PROTOCOL §1).
+    /// Human-readable text; stable for a given condition (docs/protocol.md §1).
     pub message: String,
     /// Extra data; only plugins supply it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,7 +112,7 @@ pub fn decode_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T,
 }
 
 /// Accepts the params of a parameterless method: absent, `null` or any object (unknown members
-/// are ignored, PROTOCOL §1 and §4.3).
+/// are ignored, docs/protocol.md §1 and §4.3).
 pub fn expect_no_params(params: &Value) -> Result<(), RpcError> {
     match params {
         Value::Null | Value::Object(_) => Ok(()),
@@ -179,7 +179,7 @@ fn encode_error(id: &RequestId, error: &RpcError) -> String {
     serde_json::to_string(&reply).unwrap_or_default()
 }
 
-/// Encodes a notification. Notifications always carry `params` (PROTOCOL §4.1).
+/// Encodes a notification. Notifications always carry `params` (docs/protocol.md §4.1).
 pub fn encode_notification<P: Serialize>(method: &str, params: &P) -> Result<String, RpcError> {
     #[derive(Serialize)]
     struct Notification<'a, P> {

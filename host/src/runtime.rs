@@ -641,7 +641,7 @@ fn plugin_failed(plugin: &LoadedPlugin, reason: &str) -> RpcError {
     internal_error(format!("plugin {} failed: {reason}", plugin.name))
 }
 
-/// Maps a trap or instantiation failure to the texts of PROTOCOL §11.3.
+/// Maps a trap or instantiation failure to the texts of docs/protocol.md §11.3.
 fn failure(plugin: &LoadedPlugin, state: &HostState, err: &wasmtime::Error) -> RpcError {
     if state.clock.timed_out {
         return internal_error(format!(

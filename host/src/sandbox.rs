@@ -1,7 +1,7 @@
-//! Sandboxes (PROTOCOL §7.3, docs/sandbox.md): the operator ceiling, a client's request, and
-//! the effective policy — ceiling ∩ request, per path and for the network — a process runs
-//! under or a filesystem call is checked against. Enforcing it is the process supervisor's
-//! job ([`crate::process`]); this module only decides.
+//! Sandboxes (docs/protocol.md §7.3, docs/sandbox.md): the operator ceiling, a client's request,
+//! and the effective policy — ceiling ∩ request, per path and for the network — a process runs
+//! under or a filesystem call is checked against. Enforcing it is the process supervisor's job
+//! ([`crate::process`]); this module only decides.
 
 mod ceiling;
 pub mod kernel;

@@ -211,7 +211,8 @@ impl Server {
     }
 
     /// Resumes `session_id` on a new connection, retrying -32010 every 100 ms as clients do
-    /// (PROTOCOL §5.3). Returns the client and the initialize result; panics on any other error.
+    /// (docs/protocol.md §5.3). Returns the client and the initialize result; panics on any other
+    /// error.
     pub async fn resume(&self, session_id: &str) -> (Client, Value) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let mut client = self.connect().await;

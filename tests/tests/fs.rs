@@ -1,5 +1,5 @@
-//! `fs/*` through the bundled `fs` plugin, against the real binary (PROTOCOL §9; conformance
-//! items 8 and 9). Each test gets a fresh root; escapes must fail with no side effect.
+//! `fs/*` through the bundled `fs` plugin, against the real binary (docs/protocol.md §9). Each test
+//! gets a fresh root; escapes must fail with no side effect.
 
 #![expect(
     clippy::expect_used,

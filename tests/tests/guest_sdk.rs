@@ -64,7 +64,7 @@ async fn the_bundled_plugins_built_on_the_sdk_still_serve_their_families() {
         .map(|plugin| plugin.name.as_str())
         .collect();
     assert_eq!(names, ["fs", "http", "env"]);
-    // Exactly PROTOCOL §7.4's flags.
+    // Exactly docs/protocol.md §7.4's flags.
     let flags: Vec<(&str, bool)> = (info.capabilities.iter())
         .map(|(name, value)| (name.as_str(), *value))
         .collect();

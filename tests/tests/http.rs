@@ -1,5 +1,5 @@
 //! `http/request` through the bundled `http` plugin, against an HTTP server inside the test
-//! (PROTOCOL §10; conformance item 10).
+//! (docs/protocol.md §10).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

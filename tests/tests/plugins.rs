@@ -1,6 +1,6 @@
-//! The plugin runtime against the real binary with the real `probe` guest (PROTOCOL §11;
-//! conformance item 12): JSON round trip, the plugin's own error, trap, endless loop and endless
-//! allocation, denied paths and hosts, grants from a config file, instance isolation.
+//! The plugin runtime against the real binary with the real `probe` guest
+//! (docs/protocol.md §11): JSON round trip, the plugin's own error, trap, endless loop and
+//! endless allocation, denied paths and hosts, grants from a config file, instance isolation.
 
 #![expect(
     clippy::expect_used,

@@ -1,4 +1,4 @@
-//! `process/*` against the real binary (PROTOCOL §8; conformance items 3–7).
+//! `process/*` against the real binary (docs/protocol.md §8).
 
 #![expect(
     clippy::expect_used,

@@ -1,5 +1,5 @@
 //! The envelope, handshake and lifetime of a stdio connection, against the real binary
-//! (PROTOCOL §3.2, §4, §5; conformance items 1, 2 and 7's EOF rule).
+//! (docs/protocol.md §3.2, §4, §5).
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

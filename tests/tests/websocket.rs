@@ -1,5 +1,5 @@
 //! The WebSocket transport and sessions across connections, against the real binary
-//! (PROTOCOL §3.3, §5.3; conformance item 11).
+//! (docs/protocol.md §3.3, §5.3).
 
 use std::time::Duration;
 

@@ -1,4 +1,4 @@
-//! The child's environment (PROTOCOL §8.7): exactly `env`, or built from wexec's own
+//! The child's environment (docs/protocol.md §8.7): exactly `env`, or built from wexec's own
 //! environment by an `envPolicy`.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! A process's event log (PROTOCOL §8.2, §8.6, §8.9): one seq counter from 1 across output
+//! A process's event log (docs/protocol.md §8.2, §8.6, §8.9): one seq counter from 1 across output
 //! chunks, the exit and the close; the newest chunks retained within a byte and a count cap.
 
 use std::collections::VecDeque;
@@ -75,7 +75,7 @@ impl OutputLog {
     }
 
     /// Whether the retained output shows a sandbox denial, as Codex looks for one
-    /// (case-insensitively; PROTOCOL §7.3).
+    /// (case-insensitively; docs/protocol.md §7.3).
     pub fn mentions_denial(&self) -> bool {
         const DENIALS: [&[u8]; 7] = [
             b"operation not permitted",

@@ -1,5 +1,5 @@
 //! The process supervisor: how wexec starts programs so that nothing they start outlives
-//! their session or wexec, however wexec ends (docs/protocol.md, "Processes").
+//! their session or wexec, however wexec ends (docs/protocol.md §8.8).
 //!
 //! At startup, while wexec is still single-threaded, [`start`] forks the zygote
 //! ([`zygote`]). Each `process/start` sends a control socket and the program's stdio to one of

@@ -1,4 +1,4 @@
-//! `fs/*` methods (PROTOCOL §9), served by the `fs` plugin. Paths are PathUris or absolute
+//! `fs/*` methods (docs/protocol.md §9), served by the `fs` plugin. Paths are PathUris or absolute
 //! paths; every path in a result is a PathUri.
 
 use serde::{Deserialize, Serialize};
@@ -40,7 +40,7 @@ pub struct FsPathParams {
     /// `false`: do not follow a symlink in the final component (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_symlinks: Option<bool>,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
 }
@@ -67,7 +67,7 @@ pub struct FsWriteFileParams {
     /// `false`: refuse to write through a symlink in the final component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_symlinks: Option<bool>,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
 }
@@ -81,7 +81,7 @@ pub struct FsCreateDirectoryParams {
     /// Create missing parents (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recursive: Option<bool>,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
 }
@@ -98,7 +98,7 @@ pub struct FsRemoveParams {
     /// Ignore a missing path (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
 }
@@ -113,7 +113,7 @@ pub struct FsCopyParams {
     pub destination_path: String,
     /// Required `true` for directories.
     pub recursive: bool,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
 }
@@ -178,12 +178,12 @@ pub struct FsWalkParams {
     pub path: String,
     /// Bounds and options.
     pub options: FsWalkOptions,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
 }
 
-/// `fs/walk` options (PROTOCOL §9.4).
+/// `fs/walk` options (docs/protocol.md §9.4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FsWalkOptions {
@@ -250,7 +250,7 @@ pub struct FsOpenParams {
     /// `read` (default) or `replace`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<FsOpenMode>,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
 }

@@ -1,4 +1,4 @@
-//! `http/request` and its body stream (PROTOCOL §10), served by the `http` plugin.
+//! `http/request` and its body stream (docs/protocol.md §10), served by the `http` plugin.
 
 use serde::{Deserialize, Serialize};
 

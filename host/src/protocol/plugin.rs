@@ -1,4 +1,4 @@
-//! `plugin/list` (PROTOCOL §11.4).
+//! `plugin/list` (docs/protocol.md §11.4).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Process methods and notifications (PROTOCOL §8).
+//! Process methods and notifications (docs/protocol.md §8).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -24,7 +24,7 @@ pub const PROCESS_EXITED: &str = "process/exited";
 /// `process/closed` notification.
 pub const PROCESS_CLOSED: &str = "process/closed";
 
-/// Params of `process/start` (PROTOCOL §8.1).
+/// Params of `process/start` (docs/protocol.md §8.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessStartParams {
@@ -44,10 +44,10 @@ pub struct ProcessStartParams {
     /// Non-tty: stdin is a pipe for `process/write` (else `/dev/null`).
     #[serde(default)]
     pub pipe_stdin: bool,
-    /// How to build the environment from wexec's own (§8.7).
+    /// How to build the environment from wexec's own (docs/protocol.md §8.7).
     #[serde(default)]
     pub env_policy: Option<EnvPolicy>,
-    /// A Codex sandbox context (§7.3).
+    /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default)]
     pub sandbox: Option<sandbox::SandboxContext>,
     /// `true`: the network is restricted (there is no managed proxy: it fails closed).
@@ -59,12 +59,13 @@ pub struct ProcessStartParams {
     /// Non-null is refused.
     #[serde(default)]
     pub shell_snapshot: Option<serde_json::Value>,
-    /// Terminate the process this many milliseconds after the start (extension, §8.10).
+    /// Terminate the process this many milliseconds after the start (an extension,
+    /// docs/protocol.md §8.10).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
 }
 
-/// `envPolicy` of `process/start` (PROTOCOL §8.7).
+/// `envPolicy` of `process/start` (docs/protocol.md §8.7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvPolicy {
@@ -106,7 +107,7 @@ pub struct ProcessStartResponse {
     pub sandbox_type: String,
 }
 
-/// Params of `process/read` (PROTOCOL §8.2).
+/// Params of `process/read` (docs/protocol.md §8.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessReadParams {
@@ -141,7 +142,7 @@ pub struct ProcessChunk {
 pub struct ProcessReadResponse {
     /// Retained chunks after `afterSeq`, in order.
     pub chunks: Vec<ProcessChunk>,
-    /// Where the next read should start (§8.2).
+    /// Where the next read should start (docs/protocol.md §8.2).
     pub next_seq: u64,
     /// Whether the exit was recorded.
     pub exited: bool,
@@ -151,11 +152,11 @@ pub struct ProcessReadResponse {
     pub closed: bool,
     /// Why wexec ended the process (`timeoutMs`, a CPU limit), else `null`.
     pub failure: Option<String>,
-    /// A sandboxed process failed and its output shows a sandbox denial (§7.3).
+    /// A sandboxed process failed and its output shows a sandbox denial (docs/protocol.md §7.3).
     pub sandbox_denied: bool,
 }
 
-/// Params of `process/write` (PROTOCOL §8.3).
+/// Params of `process/write` (docs/protocol.md §8.3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProcessWriteParams {
@@ -245,9 +246,9 @@ pub struct ProcessExitedNotification<'a> {
     pub seq: u64,
     /// Exit status, or 128 + N for death by signal N.
     pub exit_code: i32,
-    /// A sandboxed process failed and its output shows a sandbox denial (§7.3).
+    /// A sandboxed process failed and its output shows a sandbox denial (docs/protocol.md §7.3).
     pub sandbox_denied: bool,
-    /// Why wexec ended the process (extension, §8.10), else `null`.
+    /// Why wexec ended the process (extension, docs/protocol.md §8.10), else `null`.
     #[serde(default)]
     pub failure: Option<String>,
 }

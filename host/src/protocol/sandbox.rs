@@ -1,5 +1,6 @@
-//! The Codex sandbox context a request may carry (`FileSystemSandboxContext`, PROTOCOL §7.3):
-//! plain data, decoded as Codex 0.169 sends it. What it means is docs/sandbox.md's business.
+//! The Codex sandbox context a request may carry (`FileSystemSandboxContext`,
+//! docs/protocol.md §7.3): plain data, decoded as Codex 0.169 sends it. What it means is
+//! docs/sandbox.md's business.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,5 @@
 //! Parsing one inbound message: strict JSON (a cap on the number of values, no duplicate object
-//! keys), then classification into the shapes of PROTOCOL §4.1.
+//! keys), then classification into the shapes of docs/protocol.md §4.1.
 //!
 //! serde_json accepts duplicate keys (the last wins) and has no cap on the number of values, so
 //! the document is built by our own visitor that counts every value and checks every key as it
@@ -78,7 +78,7 @@ pub fn parse_message(bytes: &[u8]) -> Result<Incoming, Malformed> {
 }
 
 /// The `id` of a message that is not otherwise parsed (one refused for its size), if it has
-/// one that fits the shapes of PROTOCOL §4.1. Skips everything else without building it.
+/// one that fits the shapes of docs/protocol.md §4.1. Skips everything else without building it.
 pub fn peek_id(bytes: &[u8]) -> Option<RequestId> {
     #[derive(serde::Deserialize)]
     struct Peek {

@@ -125,7 +125,7 @@ impl resolve::Resolved<'_> {
         Ok(())
     }
 
-    /// Maps an I/O error on this path (PROTOCOL §9.2), naming escapes as outside the roots.
+    /// Maps an I/O error on this path (docs/protocol.md §9.2), naming escapes as outside the roots.
     fn io_error(&self, err: &io::Error) -> Error {
         io_error(&self.original, err)
     }

@@ -72,7 +72,7 @@ impl HostState {
     }
 
     async fn exchange(&mut self, request: Request) -> Result<Response, Error> {
-        // Validation first (PROTOCOL §10.1 order), then the grant, then the network.
+        // Validation first (docs/protocol.md §10.1 order), then the grant, then the network.
         let mut url = Url::parse(&request.url)
             .map_err(|err| invalid(format!("http/request url is invalid: {err}")))?;
         let mut method = Method::from_bytes(request.method.as_bytes())

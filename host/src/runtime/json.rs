@@ -5,8 +5,8 @@
 //! - the text is exactly one JSON value, so it cannot close the envelope it is spliced into
 //!   and append members or messages of its own;
 //! - it holds no raw CR or LF, so it cannot end the stdio transport's line and start a message
-//!   of its own (PROTOCOL §3.2). In valid JSON a raw CR or LF can only be whitespace between
-//!   tokens (inside a string it must be escaped), so replacing each with a space changes
+//!   of its own (docs/protocol.md §3.2). In valid JSON a raw CR or LF can only be whitespace
+//!   between tokens (inside a string it must be escaped), so replacing each with a space changes
 //!   nothing a JSON parser sees.
 
 use serde_json::value::RawValue;

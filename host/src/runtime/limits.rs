@@ -1,4 +1,4 @@
-//! Per-plugin limits (PROTOCOL §11.3, §12).
+//! Per-plugin limits (docs/protocol.md §11.3, §12).
 
 use std::time::Duration;
 

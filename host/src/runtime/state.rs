@@ -140,7 +140,7 @@ impl ResourceLimiter for Limiter {
 }
 
 /// Measures a call's guest execution time: wall time minus time spent blocked in host I/O
-/// (PROTOCOL §11.3: disk and network waits do not count).
+/// (docs/protocol.md §11.3: disk and network waits do not count).
 pub struct CallClock {
     limit: Duration,
     started: Instant,

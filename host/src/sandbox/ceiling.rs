@@ -1,4 +1,4 @@
-//! The operator ceiling (`--sandbox` and friends, PROTOCOL §3.1 and §7.3): the most any
+//! The operator ceiling (`--sandbox` and friends, docs/protocol.md §3.1 and §7.3): the most any
 //! process may do. A client's request can only narrow it.
 
 use std::path::PathBuf;

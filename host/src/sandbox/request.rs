@@ -1,4 +1,4 @@
-//! A client's `sandbox` (Codex's `FileSystemSandboxContext`) as entries (PROTOCOL §7.3).
+//! A client's `sandbox` (Codex's `FileSystemSandboxContext`) as entries (docs/protocol.md §7.3).
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Filesystem access as a function of the path: a set of entries where the longest matching
-//! path decides and a denial covers everything below it (PROTOCOL §7.3). The operator ceiling
-//! and a client's request are each such a set; the effective access is their minimum, path by
-//! path, and the mount plan is that function written as layers.
+//! path decides and a denial covers everything below it (docs/protocol.md §7.3). The operator
+//! ceiling and a client's request are each such a set; the effective access is their minimum, path
+//! by path, and the mount plan is that function written as layers.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};

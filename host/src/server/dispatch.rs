@@ -1,4 +1,4 @@
-//! Concurrent dispatch after the handshake (PROTOCOL §6).
+//! Concurrent dispatch after the handshake (docs/protocol.md §6).
 //!
 //! Invariants:
 //! - Requests sharing a lane key (a `processId` for process control, a `handleId` for file

@@ -1,4 +1,4 @@
-//! What one wexec serves at most, across every client (docs/protocol.md, "Limits"). Each limit
+//! What one wexec serves at most, across every client (docs/protocol.md §12). Each limit
 //! is set on the command line; each refusal names the limit and the option that sets it.
 
 use std::sync::Arc;

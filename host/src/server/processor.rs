@@ -1,6 +1,6 @@
 //! The per-connection loop: reads messages, runs the handshake, and hands requests to the
 //! dispatcher. Until `initialized` is processed, messages are handled one at a time in arrival
-//! order, so gating errors keep wire order (PROTOCOL §5.2, §6).
+//! order, so gating errors keep wire order (docs/protocol.md §5.2, §6).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -288,7 +288,7 @@ impl Processor {
     }
 
     /// Reserves the `requestId` of a streaming `http/request` at arrival, so ids are taken in
-    /// wire order (PROTOCOL §6); a duplicate of an active stream is refused.
+    /// wire order (docs/protocol.md §6); a duplicate of an active stream is refused.
     fn reserve_stream(
         &self,
         method: &str,

@@ -1,6 +1,6 @@
-//! The flat method table: for each method, its gating family (PROTOCOL §5.2), whether it is
-//! exempt from the in-flight limit, which params key orders it (§6), and its handler. The
-//! router knows nothing about transports.
+//! The flat method table: for each method, its gating family (docs/protocol.md §5.2), whether it is
+//! exempt from the in-flight limit, which params key orders it (docs/protocol.md §6), and its
+//! handler. The router knows nothing about transports.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -141,7 +141,7 @@ pub fn route(method: &str, server: &ServerState) -> Option<Route> {
 }
 
 /// A plugin-claimed method. The protocol methods the bundled plugins serve keep the family,
-/// exemption and ordering PROTOCOL §5.2 and §6 give them.
+/// exemption and ordering docs/protocol.md §5.2 and §6 give them.
 fn plugin_route(method: &str, server: &ServerState) -> Option<Route> {
     server.runtime.plugin_for(method)?;
     let (family, exempt, lane) = match method {

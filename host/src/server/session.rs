@@ -1,5 +1,5 @@
-//! Sessions (PROTOCOL §5): a session outlives its WebSocket connection for the detach TTL and can
-//! be resumed by a new connection. The registry is the only place that attaches, detaches,
+//! Sessions (docs/protocol.md §5): a session outlives its WebSocket connection for the detach TTL
+//! and can be resumed by a new connection. The registry is the only place that attaches, detaches,
 //! resumes and expires sessions.
 
 use std::collections::HashMap;

@@ -1,8 +1,8 @@
-//! The bytes of inbound messages wexec holds at once, across connections (docs/protocol.md,
-//! "Limits"). A message is held from the moment its transport has read it until its request
-//! has been answered: its parsed params, the data decoded from them and the copies handed to a
-//! plugin all scale with it, so this bounds wexec's memory against clients that send many
-//! large messages at once.
+//! The bytes of inbound messages wexec holds at once, across connections
+//! (docs/protocol.md §12). A message is held from the moment its transport has read it until
+//! its request has been answered: its parsed params, the data decoded from them and the copies
+//! handed to a plugin all scale with it, so this bounds wexec's memory against clients that
+//! send many large messages at once.
 //!
 //! Each connection also has a small allowance of its own, outside the shared budget, so that
 //! however much others hold, its small messages (a `process/terminate`, a status) always get

@@ -1,5 +1,5 @@
-//! stdio: one UTF-8 JSON message per line (PROTOCOL §3.2). `\n` or `\r\n` ends a line; blank
-//! lines are skipped; a line over 64 MiB ends the connection without a reply. Output is one
+//! stdio: one UTF-8 JSON message per line (docs/protocol.md §3.2). `\n` or `\r\n` ends a line;
+//! blank lines are skipped; a line over 64 MiB ends the connection without a reply. Output is one
 //! compact JSON message per line, flushed whenever the queue runs dry.
 //!
 //! Both directions use std I/O on dedicated threads: input is read by the thread that runs the

@@ -1,4 +1,4 @@
-//! WebSocket (PROTOCOL §3.3): each accepted TCP socket gets an HTTP front door
+//! WebSocket (docs/protocol.md §3.3): each accepted TCP socket gets an HTTP front door
 //! ([`http::decide`]); an upgraded socket becomes a [`Connection`]. Text and binary messages are
 //! accepted, text is sent; a ping goes out every 30 s; a message over 64 MiB closes the socket
 //! with code 1009.

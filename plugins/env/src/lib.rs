@@ -1,4 +1,4 @@
-//! The bundled `env` plugin: serves `environment/info` (PROTOCOL §7.4) from the host's
+//! The bundled `env` plugin: serves `environment/info` (docs/protocol.md §7.4) from the host's
 //! environment capability. It needs no grants.
 
 use serde_json::{Map, Value, json};

@@ -1,4 +1,4 @@
-//! The bundled `fs` plugin: every `fs/*` method (PROTOCOL §9) as protocol mapping onto the
+//! The bundled `fs` plugin: every `fs/*` method (docs/protocol.md §9) as protocol mapping onto the
 //! host's filesystem capability, which confines every path to the granted roots.
 
 mod walk;
@@ -86,7 +86,7 @@ struct PathParams {
 }
 
 impl PathParams {
-    /// The path; the host validated and applies the request's `sandbox` (PROTOCOL §7.3).
+    /// The path; the host validated and applies the request's `sandbox` (docs/protocol.md §7.3).
     fn native(&self) -> Result<String, RpcError> {
         uri::decode(&self.path)
     }
@@ -166,7 +166,7 @@ fn canonicalize(call: &Call) -> Result<Value, RpcError> {
 fn read_directory(call: &Call) -> Result<Response, RpcError> {
     let params: PathParams = decode(call)?;
     let entries = fs::read_directory(&params.native()?).map_err(|error| {
-        // Too many entries is an internal limit here, not a bad request (PROTOCOL §9.3).
+        // Too many entries is an internal limit here, not a bad request (docs/protocol.md §9.3).
         let too_large = error.kind == fs::ErrorKind::TooLarge;
         let mut mapped = RpcError::from(error);
         if too_large {

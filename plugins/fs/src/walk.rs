@@ -1,4 +1,4 @@
-//! `fs/walk` (PROTOCOL §9.4): breadth-first, bounded by depth, directories, entries and a
+//! `fs/walk` (docs/protocol.md §9.4): breadth-first, bounded by depth, directories, entries and a
 //! response budget; symlinked directories entered only when asked, never twice.
 
 use std::collections::{HashSet, VecDeque};

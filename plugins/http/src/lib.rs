@@ -1,5 +1,5 @@
-//! The bundled `http` plugin: `http/request` (PROTOCOL §10), buffered or streamed, through the
-//! host's http capability, which admits only the granted hosts (every redirect hop included).
+//! The bundled `http` plugin: `http/request` (docs/protocol.md §10), buffered or streamed, through
+//! the host's http capability, which admits only the granted hosts (every redirect hop included).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

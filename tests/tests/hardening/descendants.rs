@@ -1,7 +1,7 @@
 //! No descendant outlives its session or wexec: a process's whole tree — `setsid` and
 //! double-forked children included — is killed when the process is terminated, when its
 //! session ends (stdin EOF, a detached session's expiry) and when wexec ends by any signal,
-//! SIGKILL included (docs/protocol.md, "Processes").
+//! SIGKILL included (docs/protocol.md §8.8).
 
 use std::path::Path;
 use std::time::{Duration, Instant};

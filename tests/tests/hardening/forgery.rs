@@ -1,5 +1,5 @@
 //! A plugin cannot forge protocol messages: whatever JSON text it hands back leaves wexec as
-//! part of exactly one message, on one line (PROTOCOL §3.2, docs/plugins.md).
+//! part of exactly one message, on one line (docs/protocol.md §3.2, docs/plugins.md).
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

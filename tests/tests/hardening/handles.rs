@@ -1,6 +1,6 @@
 //! File handles belong to the plugin that opened them: another plugin on the same connection
 //! cannot read, write or close them, and without a filesystem grant it is denied every
-//! filesystem import (PROTOCOL §9.5, docs/plugins.md).
+//! filesystem import (docs/protocol.md §9.5, docs/plugins.md).
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

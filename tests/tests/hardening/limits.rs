@@ -1,5 +1,5 @@
 //! Bounded resources: each limit a client or plugin can push against is named, settable and
-//! refused clearly (docs/protocol.md, "Limits"): WebSocket connections, live processes per
+//! refused clearly (docs/protocol.md §12): WebSocket connections, live processes per
 //! session and per host, bytes of inbound messages held at once, a plugin's log per call.
 
 use base64::Engine;

@@ -1,6 +1,6 @@
 //! Credentials never follow a redirect to another origin: `Authorization`, `Cookie` and
 //! `Proxy-Authorization` are dropped whenever the scheme, host or port changes, as browsers and
-//! curl do, and kept on a redirect within the origin (PROTOCOL §10.1).
+//! curl do, and kept on a redirect within the origin (docs/protocol.md §10.1).
 
 use std::sync::{Arc, Mutex};
 

@@ -1,4 +1,4 @@
-//! The operator ceiling (conformance items 17 and 19): what a process may do at most, whatever
+//! The operator ceiling (docs/protocol.md §7.3, §8.1): what a process may do at most, whatever
 //! the client asks; a kernel that cannot enforce it; processes switched off.
 
 use pretty_assertions::assert_eq;

@@ -1,4 +1,4 @@
-//! No way out of a confined process (conformance item 15): links, `/proc` of host processes,
+//! No way out of a confined process (docs/sandbox.md): links, `/proc` of host processes,
 //! namespaces, mounts, ptrace, capabilities.
 
 use wexec_tests::{TempDir, spawn_stdio};

@@ -1,4 +1,4 @@
-//! The `sandbox` param of `fs/*` (conformance item 13): enforced by the host's filesystem
+//! The `sandbox` param of `fs/*` (docs/protocol.md §7.3): enforced by the host's filesystem
 //! capability for the call, on top of the plugin's roots, with the reference server's errors.
 
 use pretty_assertions::assert_eq;

@@ -1,4 +1,4 @@
-//! Nothing a confined process starts outlives it (conformance item 18): its PID namespace's
+//! Nothing a confined process starts outlives it (docs/protocol.md §8.8): its PID namespace's
 //! init is tied to its helper, and the helper to wexec, so `setsid` and double-forked
 //! descendants die with the process, its session and wexec, SIGKILL included.
 

@@ -1,4 +1,4 @@
-//! Operator process limits and `timeoutMs` (conformance item 20).
+//! Operator process limits and `timeoutMs` (docs/protocol.md §8.10).
 
 use serde_json::{Value, json};
 use wexec_tests::{TempDir, rpc_error, spawn_stdio};

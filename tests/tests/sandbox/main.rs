@@ -1,6 +1,6 @@
-//! The process sandbox against the real binary (docs/sandbox.md; PROTOCOL §7.3, §8.10;
-//! conformance items 14–20): the `sandbox` objects real Codex 0.169 sends, under the operator
-//! ceiling, every assertion on disk or on the wire.
+//! The process sandbox against the real binary (docs/sandbox.md; docs/protocol.md §7.3, §8.10):
+//! the `sandbox` objects real Codex 0.169 sends, under the operator ceiling, every assertion on
+//! disk or on the wire.
 
 #![expect(
     clippy::expect_used,

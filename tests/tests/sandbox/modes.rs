@@ -1,5 +1,5 @@
 //! What Codex's read-only and workspace-write objects allow, matched against what Codex's own
-//! exec-server does (conformance items 14 and 15).
+//! exec-server does (docs/sandbox.md).
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};

@@ -1,4 +1,4 @@
-//! The network of confined processes (conformance item 16): off by default — no socket but
+//! The network of confined processes (docs/sandbox.md): off by default — no socket but
 //! `AF_UNIX` pairs, no path connects, the host's loopback unreachable — and on only when the
 //! request asks for it and the operator allows it.
 

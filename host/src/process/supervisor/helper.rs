@@ -237,7 +237,7 @@ fn join_cgroup(procs: RawFd) -> std::io::Result<()> {
     }
 }
 
-/// The operator's `setrlimit` limits (docs/protocol.md, "Resource limits").
+/// The operator's `setrlimit` limits (docs/protocol.md §8.10).
 fn set_limits(limits: &Rlimits) -> std::io::Result<()> {
     use rustix::process::{Resource, Rlimit, setrlimit};
     let pairs = [
@@ -404,7 +404,7 @@ fn reap(child: Pid) -> Reaped {
     }
 }
 
-/// The exit code as PROTOCOL §8.8 gives it: the status, or 128 + the signal.
+/// The exit code as docs/protocol.md §8.8 gives it: the status, or 128 + the signal.
 pub(super) fn exit_code(status: rustix::process::WaitStatus) -> i32 {
     status
         .exit_status()

@@ -1,5 +1,5 @@
-//! File handles (PROTOCOL §9.5): named by the client, scoped to its connection and to the plugin
-//! that opened them, closed with the connection.
+//! File handles (docs/protocol.md §9.5): named by the client, scoped to its connection and to the
+//! plugin that opened them, closed with the connection.
 
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;

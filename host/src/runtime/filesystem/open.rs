@@ -23,7 +23,7 @@ enum Access {
 }
 
 /// Opens a regular file for reading; returns it with its size. Anything else is refused with
-/// Codex's text (PROTOCOL §9.3).
+/// Codex's text (docs/protocol.md §9.3).
 pub fn read(resolved: &Resolved<'_>) -> Result<(File, u64), Error> {
     let not_a_file = || invalid(format!("path `{}` is not a file", resolved.original));
     let known = match &resolved.last {
@@ -68,7 +68,8 @@ pub fn write(resolved: &Resolved<'_>, truncate: bool) -> Result<File, Error> {
         .ok()
         .map(|stat| file_type(&stat)),
     };
-    // A directory is left to the open, whose EISDIR is the specified answer (PROTOCOL §9.5).
+    // A directory is left to the open, whose EISDIR is the specified answer
+    // (docs/protocol.md §9.5).
     if let Some(kind) =
         existing.filter(|kind| !matches!(kind, FileType::RegularFile | FileType::Directory))
     {

@@ -1,5 +1,5 @@
-//! A request's sandbox applied to the filesystem capability for one call (PROTOCOL §7.3,
-//! "fs methods"): on top of the plugin's roots, the call may only read what the request's
+//! A request's sandbox applied to the filesystem capability for one call (docs/protocol.md §7.3,
+//! "`fs/*` methods"): on top of the plugin's roots, the call may only read what the request's
 //! `sandbox` lets it read and write what it lets it write, whatever the plugin does. Checked
 //! on resolved, symlink-free paths, with the reference server's errors.
 

@@ -1,4 +1,4 @@
-//! `plugin/list` and calls to plugin-claimed methods (PROTOCOL §11).
+//! `plugin/list` and calls to plugin-claimed methods (docs/protocol.md §11).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -39,8 +39,8 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
         .await
 }
 
-/// Methods whose `sandbox` param (Codex's, PROTOCOL §7.3) confines the filesystem capability
-/// for the call, whichever plugin serves them.
+/// Methods whose `sandbox` param (Codex's, docs/protocol.md §7.3) confines the filesystem
+/// capability for the call, whichever plugin serves them.
 fn takes_sandbox(method: &str) -> bool {
     ["fs/", "capabilityRoots/", "capabilities/"]
         .iter()

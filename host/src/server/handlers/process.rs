@@ -24,8 +24,8 @@ use crate::server::processor::RequestContext;
 
 const RESUMED_ELSEWHERE: &str = "session has been resumed by another connection";
 
-/// `process/start` (PROTOCOL §8.1). Checks run in the specified order; nothing is spawned when
-/// one fails.
+/// `process/start` (docs/protocol.md §8.1). Checks run in the specified order; nothing is spawned
+/// when one fails.
 pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessStartParams = decode_params(params)?;
     enabled(&ctx)?;
@@ -119,7 +119,7 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
     })
 }
 
-/// `process/*` are refused with `--no-processes` (PROTOCOL §8.1).
+/// `process/*` are refused with `--no-processes` (docs/protocol.md §8.1).
 fn enabled(ctx: &RequestContext) -> Result<(), RpcError> {
     if ctx.server.processes.ceiling.processes {
         Ok(())
@@ -153,7 +153,7 @@ fn readable_process(ctx: &RequestContext, id: &str) -> Result<Arc<Process>, RpcE
     Ok(process)
 }
 
-/// `process/read` (PROTOCOL §8.2), with an event-driven long poll.
+/// `process/read` (docs/protocol.md §8.2), with an event-driven long poll.
 pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessReadParams = decode_params(params)?;
     enabled(&ctx)?;
@@ -198,7 +198,7 @@ pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
     })
 }
 
-/// `process/write` (PROTOCOL §8.3).
+/// `process/write` (docs/protocol.md §8.3).
 pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessWriteParams = decode_params(params)?;
     enabled(&ctx)?;
@@ -218,7 +218,7 @@ pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
     to_result(&ProcessWriteResponse { status })
 }
 
-/// `process/signal` (PROTOCOL §8.4).
+/// `process/signal` (docs/protocol.md §8.4).
 pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessSignalParams = decode_params(params)?;
     enabled(&ctx)?;
@@ -230,7 +230,7 @@ pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
     to_result(&serde_json::json!({}))
 }
 
-/// `process/terminate` (PROTOCOL §8.5).
+/// `process/terminate` (docs/protocol.md §8.5).
 pub async fn terminate(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessTerminateParams = decode_params(params)?;
     enabled(&ctx)?;

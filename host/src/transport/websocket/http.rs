@@ -1,5 +1,5 @@
-//! The HTTP side of the WebSocket listener (PROTOCOL §3.3): which request upgrades and which
-//! gets a plain status. A pure function of the request head, so every rule is table-tested.
+//! The HTTP side of the WebSocket listener (docs/protocol.md §3.3): which request upgrades and
+//! which gets a plain status. A pure function of the request head, so every rule is table-tested.
 
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
