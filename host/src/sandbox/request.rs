@@ -12,8 +12,9 @@ use crate::protocol::sandbox::{
 };
 use crate::rpc::{RpcError, invalid_params};
 
-/// The request's entries and whether it allows the network. `cwd` is the process's working
-/// directory (`current_working_directory`), `tmpdir` the child's `TMPDIR` (`tmpdir`).
+/// The request's entries and whether it allows the network. The sandbox's own `cwd` is
+/// `current_working_directory` and the base of relative patterns; `cwd` stands in for it when
+/// it is absent (the process's working directory). `tmpdir` is the child's `TMPDIR`.
 pub fn request_rules(
     context: &SandboxContext,
     cwd: &Path,
@@ -85,7 +86,7 @@ pub fn request_rules(
                 let bases: Vec<PathBuf> = match value.kind {
                     SpecialKind::Root => vec![PathBuf::from("/")],
                     SpecialKind::Minimal => MINIMAL.iter().map(PathBuf::from).collect(),
-                    SpecialKind::CurrentWorkingDirectory => vec![cwd.to_path_buf()],
+                    SpecialKind::CurrentWorkingDirectory => vec![base.clone()],
                     SpecialKind::ProjectRoots => project_roots.clone(),
                     SpecialKind::Tmpdir => tmpdir.map(Path::to_path_buf).into_iter().collect(),
                     SpecialKind::SlashTmp => vec![PathBuf::from("/tmp")],

@@ -140,3 +140,33 @@ async fn a_read_only_ceiling_refuses_fs_writes_without_a_sandbox() {
     client.handshake().await;
     assert_unchanged_after_refused_writes(&mut client, dir.path(), &Value::Null).await;
 }
+
+/// `current_working_directory` on an fs method is the sandbox's own `cwd`: a write grant on it
+/// covers that directory, not the disk (the host has no process cwd for an fs call).
+#[tokio::test]
+async fn current_working_directory_on_fs_methods_is_the_sandbox_cwd() {
+    let dir = TempDir::new();
+    let (inside, outside) = (dir.path().join("inside"), dir.path().join("outside"));
+    for path in [&inside, &outside] {
+        std::fs::create_dir_all(path).expect("mkdir");
+    }
+    let root = dir.path().display().to_string();
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root]);
+    client.handshake().await;
+    let sandbox = super::managed(
+        &inside,
+        vec![
+            super::special("root", None, "read"),
+            super::special("current_working_directory", None, "write"),
+        ],
+        "restricted",
+    );
+    let write = |path: &std::path::Path| json!({"path": uri(&path.join("x.txt")), "dataBase64": "eA==", "sandbox": sandbox});
+    client.call("fs/writeFile", write(&inside)).await;
+    assert_eq!(std::fs::read(inside.join("x.txt")).expect("written"), b"x");
+    assert_eq!(
+        client.call_err("fs/writeFile", write(&outside)).await,
+        rpc_error(-32603, READ_ONLY_FS)
+    );
+    assert!(!outside.join("x.txt").exists());
+}

@@ -102,7 +102,7 @@ fn uri(path: &Path) -> String {
     format!("file://{}", path.display())
 }
 
-fn special(kind: &str, subpath: Option<&str>, access: &str) -> Value {
+pub fn special(kind: &str, subpath: Option<&str>, access: &str) -> Value {
     let mut value = json!({"kind": kind});
     if let Some(subpath) = subpath {
         value["subpath"] = json!(subpath);

@@ -1,6 +1,5 @@
 //! `plugin/list` and calls to plugin-claimed methods (docs/protocol.md §11).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -9,7 +8,8 @@ use crate::path_uri;
 use crate::protocol::sandbox::SandboxContext;
 use crate::protocol::{PluginGrants, PluginList, PluginListing};
 use crate::rpc::{
-    RpcError, RpcResult, expect_no_params, invalid_params, method_not_found, to_result,
+    RpcError, RpcResult, expect_no_params, internal_error, invalid_params, method_not_found,
+    to_result,
 };
 use crate::runtime::CallContext;
 use crate::runtime::filesystem::FsPolicy;
@@ -66,7 +66,12 @@ fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPol
         None => Rules::full(),
         Some(context) => {
             let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
-            sandbox::request_rules(context, Path::new("/"), tmpdir.as_deref())?.0
+            // Without a `cwd` in the sandbox, what a relative path would mean to this server:
+            // its own working directory (the default fs root), never the whole disk.
+            let cwd = std::env::current_dir().map_err(|err| {
+                internal_error(format!("cannot read the working directory: {err}"))
+            })?;
+            sandbox::request_rules(context, &cwd, tmpdir.as_deref())?.0
         }
     };
     if read_only {
