@@ -192,13 +192,9 @@ async fn send_to_zygote(
     control: std::os::fd::BorrowedFd<'_>,
     stdio: &[OwnedFd; 3],
 ) -> std::io::Result<()> {
-    let zygote = ZYGOTE
-        .get()
-        .ok_or_else(|| {
-            std::io::Error::other("the process supervisor was not started (see wexec::prepare)")
-        })?
-        .get(kind.index())
-        .ok_or_else(|| std::io::Error::other("no such kind of helper"))?;
+    let zygote = &ZYGOTE.get().ok_or_else(|| {
+        std::io::Error::other("the process supervisor was not started (see wexec::prepare)")
+    })?[kind.index()];
     let fds = [
         control,
         stdio[0].as_fd(),

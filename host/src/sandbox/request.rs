@@ -122,10 +122,11 @@ fn canonical_base(seen: &mut Vec<(PathBuf, PathBuf)>, base: &Path) -> PathBuf {
 /// is not a link (or does not exist), which is what Codex's subpaths are (`.git`...).
 fn below(base: &Path, subpath: &str) -> PathBuf {
     let joined = base.join(subpath);
-    let one_name = Path::new(subpath)
-        .components()
-        .all(|part| matches!(part, std::path::Component::Normal(_)))
-        && Path::new(subpath).components().count() == 1;
+    let mut parts = Path::new(subpath).components();
+    let one_name = matches!(
+        (parts.next(), parts.next()),
+        (Some(std::path::Component::Normal(_)), None)
+    );
     let link = std::fs::symlink_metadata(&joined).is_ok_and(|meta| meta.file_type().is_symlink());
     if one_name && !link {
         joined

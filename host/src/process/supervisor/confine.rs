@@ -2,10 +2,9 @@
 //! user, PID, IPC and (without network) network namespaces while it waited as a spare
 //! ([`enter_namespaces`]). At the start it enters new mount and UTS namespaces (copies of the
 //! host's as they are now), forks the namespace's init ([`init`]) and builds the program's
-//! view ([`view`]) while the init forks the program's process ([`program`]), which drops its
-//! capabilities and installs the seccomp filters ([`filter`]). The init then mounts `/proc`,
-//! pivots into the view and lets the program exec. When the program exits the init reports
-//! it and exits; the kernel then kills everything left in the PID namespace, and SIGKILL of
+//! view ([`view`]) meanwhile. The init then mounts `/proc`, pivots into the view and starts
+//! the program with no capabilities, `no_new_privs` and the seccomp filters ([`filter`]). When
+//! the program exits the init reports it and exits; the kernel then kills everything left in the PID namespace, and SIGKILL of
 //! the init (the helper's kill) does the same, so no descendant, `setsid` or double-forked,
 //! outlives its process.
 
@@ -79,8 +78,8 @@ pub fn start(
         rustix::process::PidfdFlags::empty(),
     )
     .map_err(pipe_err)?;
-    // Forked before the view is built, in the same mount namespace: it and the program's
-    // process set themselves up meanwhile (see `init::run`).
+    // Forked before the view is built, in the same mount namespace: its fork and its own
+    // preparations run meanwhile.
     let init = match super::zygote::fork() {
         Some(0) => {
             drop(status_read);
@@ -160,15 +159,7 @@ pub fn start(
 /// The init's next status message; `None` once it is gone.
 pub fn read_status(pipe: &mut std::fs::File) -> Option<(u8, i32)> {
     let mut status = [0u8; 5];
-    let mut read = 0;
-    while read < status.len() {
-        match pipe.read(&mut status[read..]) {
-            Ok(0) => return None,
-            Ok(n) => read += n,
-            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
+    pipe.read_exact(&mut status).ok()?;
     let [tag, value @ ..] = status;
     Some((tag, i32::from_ne_bytes(value)))
 }

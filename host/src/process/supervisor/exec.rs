@@ -73,7 +73,7 @@ impl Program {
 /// The raw descriptors of `stdio`, each above 2: one already at 0, 1 or 2 could be
 /// overwritten by another's `dup2` before it is itself moved, so it is copied higher (the
 /// copies are returned, to be kept open until the `dup2`s are done).
-pub fn above_stdio(stdio: &[OwnedFd; 3]) -> Result<([RawFd; 3], Vec<OwnedFd>), i32> {
+fn above_stdio(stdio: &[OwnedFd; 3]) -> Result<([RawFd; 3], Vec<OwnedFd>), i32> {
     let mut lifted = Vec::new();
     let mut fds = [0; 3];
     for (slot, fd) in fds.iter_mut().zip(stdio) {
@@ -176,7 +176,7 @@ fn prepare_and_exec(shared: &mut Shared<'_>) -> std::io::Result<()> {
 
 /// Makes `stdio` the calling process's descriptors 0, 1 and 2 (none of them may be 0, 1 or 2
 /// already). System calls only.
-pub fn install_stdio(stdio: [RawFd; 3]) -> std::io::Result<()> {
+fn install_stdio(stdio: [RawFd; 3]) -> std::io::Result<()> {
     for (target, fd) in (0..).zip(stdio) {
         #[expect(unsafe_code, reason = "dup2 on raw descriptors")]
         // SAFETY: `fd` is open (its owner outlives the call); `dup2` is a system call.
@@ -188,7 +188,7 @@ pub fn install_stdio(stdio: [RawFd; 3]) -> std::io::Result<()> {
 }
 
 /// Changes to the program's working directory. System calls only.
-pub fn chdir(program: &Program) -> std::io::Result<()> {
+fn chdir(program: &Program) -> std::io::Result<()> {
     #[expect(unsafe_code, reason = "chdir on a prepared C string")]
     // SAFETY: `cwd` is a NUL-terminated string owned by `program`.
     if unsafe { libc::chdir(program.cwd.as_ptr()) } == 0 {
@@ -200,7 +200,7 @@ pub fn chdir(program: &Program) -> std::io::Result<()> {
 
 /// Empties the signal mask and executes the program; returns only on failure, with its error.
 /// System calls only.
-pub fn exec(program: &Program) -> std::io::Error {
+fn exec(program: &Program) -> std::io::Error {
     let empty = signal_set(false);
     #[expect(unsafe_code, reason = "sigprocmask and execve on prepared values")]
     // SAFETY: `empty` is an initialized set; the pointers are the NUL-terminated strings and

@@ -80,7 +80,7 @@ pub fn run(spare: &Spare, control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
         kill_all(Some(child), confined);
         return 0;
     }
-    supervise(control, child, confined, init_status);
+    supervise(control, child, init_status);
     0
 }
 
@@ -285,9 +285,9 @@ fn default_signal_dispositions() {
 /// Reports the exit and relays commands until everything is gone or wexec says (or is) done.
 /// A confined `child` is its PID namespace's init, which relays signals to the program and
 /// reports the program's exit on `init_status` before it exits itself.
-fn supervise(mut control: UnixStream, child: Pid, confined: bool, init_status: Option<File>) {
+fn supervise(mut control: UnixStream, child: Pid, mut init_status: Option<File>) {
+    let confined = init_status.is_some();
     let pidfd = rustix::process::pidfd_open(child, rustix::process::PidfdFlags::empty()).ok();
-    let mut init_status = init_status;
     let mut alive = true;
     let mut reported = false;
     loop {

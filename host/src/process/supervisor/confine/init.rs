@@ -1,6 +1,6 @@
 //! The init of a confined program's PID namespace: forked by the helper while the helper
-//! builds the view, it forks the program's process ([`program`]), then mounts the
-//! namespace's `/proc`, pivots into the view, lets the program exec and waits for it,
+//! builds the view, it then mounts the namespace's `/proc`, pivots into the view, starts the
+//! program and waits for it,
 //! relaying the helper's signals to the program's group and reaping orphans. When the
 //! program exits the init reports its status and exits, and the kernel kills whatever is
 //! left in the namespace.
@@ -28,7 +28,7 @@ pub const STARTED: u8 = 0xfe;
 pub const EXITED: u8 = 0xff;
 
 /// A status message: a tag and a native-endian value.
-pub fn message(tag: u8, value: i32) -> [u8; 5] {
+fn message(tag: u8, value: i32) -> [u8; 5] {
     let mut message = [tag, 0, 0, 0, 0];
     message[1..].copy_from_slice(&value.to_ne_bytes());
     message
@@ -78,10 +78,6 @@ pub struct Prepared<'a> {
 
 /// Runs the init; returns its exit status (the program's exit code). What happens goes to
 /// `status`: a failure's tag and errno, or [`STARTED`] then [`EXITED`] and the exit code.
-///
-/// The init is forked before the view is built, and forks the program's process at once:
-/// the program's setup (limits, capabilities, seccomp) and the view run side by side, and
-/// the program only waits for the init to enter the view before its exec.
 pub fn run(prepared: Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32 {
     let Prepared {
         launch,
@@ -114,11 +110,12 @@ pub fn run(prepared: Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32 
     }
     let init = rustix::process::getpid();
     let (tty, limits, probe) = (launch.tty, launch.limits, confinement.probe);
+    let seccomp_tag = 1 + tag_of("seccomp");
     let mut failed_tag = 0;
     let spawned = exec::spawn(&executable, &stdio, &mut || {
         helper::prepare_program(tty, init, &limits, join)?;
         drop_capabilities()?;
-        failed_tag = SECCOMP_TAG;
+        failed_tag = seccomp_tag;
         filter::install(filters)?;
         failed_tag = 0;
         if probe {
@@ -153,9 +150,6 @@ fn view_built(view: &OwnedFd) -> Option<bool> {
         _ => None,
     }
 }
-
-/// The tag of the seccomp mechanism in status messages.
-pub const SECCOMP_TAG: u8 = 3;
 
 fn tag_of(mechanism: &str) -> u8 {
     MECHANISMS
