@@ -11,7 +11,7 @@ impl From<Error> for RpcError {
         match error {
             Error::Denied(message) => RpcError::invalid_request(message),
             Error::Invalid(message) => RpcError::invalid_params(message),
-            Error::Failed(message) => RpcError::internal(message),
+            Error::Failed(message) => RpcError::internal_error(message),
         }
     }
 }

@@ -56,6 +56,8 @@ mod plugin;
 
 pub use error::RpcError;
 pub use plugin::{Call, Capability, Info, Plugin, Response};
+/// The protocol's plain data (method names, params and results, limits), shared with the host.
+pub use wexec_protocol as protocol;
 
 /// The plugin contract (`wit/plugin.wit`, package `wexec:plugin`) this SDK implements.
 pub const CONTRACT: &str = "0.1.0";
@@ -114,5 +116,5 @@ pub fn __handle<P: Plugin>(
 ) -> Result<String, bindings::wexec::plugin::types::RpcError> {
     P::handle(Call::new(method, params))
         .map(Response::into_json)
-        .map_err(RpcError::into_wit)
+        .map_err(error::to_wit)
 }

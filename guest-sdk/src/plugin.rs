@@ -137,7 +137,7 @@ impl Response {
     pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<Self, RpcError> {
         serde_json::to_string(value)
             .map(Self)
-            .map_err(|err| RpcError::internal(format!("cannot encode the result: {err}")))
+            .map_err(|err| RpcError::internal_error(format!("cannot encode the result: {err}")))
     }
 
     /// `{}`.

@@ -22,14 +22,11 @@
 //! ```
 
 mod cli;
-pub mod client;
 mod config;
 mod environment;
 mod grants;
-mod path_uri;
 pub mod plugin_tool;
 mod process;
-pub mod protocol;
 mod rpc;
 mod runtime;
 mod sandbox;
@@ -38,6 +35,8 @@ mod startup;
 mod transport;
 
 use std::future::Future;
+
+use wexec_protocol::{self as protocol, path_uri};
 
 pub use cli::{Command, Listen, Options, Settings, StartupError};
 pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};

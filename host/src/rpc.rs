@@ -1,100 +1,15 @@
-//! The JSON-RPC envelope: ids, error codes, the helpers that build errors, and the encoding of
-//! outbound messages. Inbound parsing (with its limits) lives in [`parse`].
+//! The JSON-RPC envelope on the host's side: the encoding of outbound messages and the decoding
+//! of params. Ids, codes and the error object are plain data in `wexec_protocol::rpc`; inbound
+//! parsing (with its limits) lives in [`parse`].
 
 pub mod parse;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// Largest message wexec accepts or sends, in bytes (docs/protocol.md §12). Large enough for
-/// a 32 MiB file or HTTP body in base64 plus its envelope.
-pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-
-/// -32600: the request (or a malformed message, answered with id -1) is invalid.
-pub const INVALID_REQUEST: i64 = -32600;
-/// -32601: no handler serves the method.
-pub const METHOD_NOT_FOUND: i64 = -32601;
-/// -32602: the params do not decode or fail validation.
-pub const INVALID_PARAMS: i64 = -32602;
-/// -32603: the host failed while serving a valid request.
-pub const INTERNAL_ERROR: i64 = -32603;
-/// -32010: `initialize` tried to resume a session another connection still holds.
-pub const SESSION_ALREADY_ATTACHED: i64 = -32010;
-
-/// A request id: an integer (i64) or a string, echoed verbatim in the reply.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum RequestId {
-    /// An integer id.
-    Integer(i64),
-    /// A string id.
-    String(String),
-}
-
-impl std::fmt::Display for RequestId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Integer(id) => write!(f, "{id}"),
-            Self::String(id) => write!(f, "{id:?}"),
-        }
-    }
-}
-
-/// The `error` member of an error reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
-#[error("JSON-RPC error {code}: {message}")]
-pub struct RpcError {
-    /// One of the code constants of this module, or a plugin's own code.
-    pub code: i64,
-    /// Human-readable text; stable for a given condition (docs/protocol.md §1).
-    pub message: String,
-    /// Extra data; only plugins supply it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-impl RpcError {
-    /// An error with `code` and `message` and no data.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-}
-
-/// -32600 with `message`.
-pub fn invalid_request(message: impl Into<String>) -> RpcError {
-    RpcError::new(INVALID_REQUEST, message)
-}
-
-/// -32601 with Codex's text for a method nobody serves.
-pub fn method_not_found(method: &str) -> RpcError {
-    RpcError::new(
-        METHOD_NOT_FOUND,
-        format!("exec-server stub does not implement `{method}` yet"),
-    )
-}
-
-/// -32602 with `message`.
-pub fn invalid_params(message: impl Into<String>) -> RpcError {
-    RpcError::new(INVALID_PARAMS, message)
-}
-
-/// -32603 with `message`.
-pub fn internal_error(message: impl Into<String>) -> RpcError {
-    RpcError::new(INTERNAL_ERROR, message)
-}
-
-/// -32010 for a resume of a session that is still attached elsewhere.
-pub fn session_already_attached(session_id: &str) -> RpcError {
-    RpcError::new(
-        SESSION_ALREADY_ATTACHED,
-        format!("session {session_id} is already attached to another connection"),
-    )
-}
+pub use wexec_protocol::limits::MAX_MESSAGE_BYTES;
+pub use wexec_protocol::rpc::*;
 
 /// The outcome of a request: a result already encoded as JSON text, or an error.
 pub type RpcResult = Result<Box<RawValue>, RpcError>;
@@ -102,13 +17,13 @@ pub type RpcResult = Result<Box<RawValue>, RpcError>;
 /// Encodes a typed result as the `result` member of a reply.
 pub fn to_result<T: Serialize>(value: &T) -> RpcResult {
     serde_json::value::to_raw_value(value)
-        .map_err(|err| internal_error(format!("failed to encode result: {err}")))
+        .map_err(|err| RpcError::internal_error(format!("failed to encode result: {err}")))
 }
 
 /// Decodes `params` (absent = `null`) into `T`, mapping failures to -32602 with serde's text,
 /// for example ``missing field `processId` ``.
 pub fn decode_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params).map_err(|err| invalid_params(err.to_string()))
+    serde_json::from_value(params).map_err(|err| RpcError::invalid_params(err.to_string()))
 }
 
 /// Accepts the params of a parameterless method: absent, `null` or any object (unknown members
@@ -116,7 +31,7 @@ pub fn decode_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T,
 pub fn expect_no_params(params: &Value) -> Result<(), RpcError> {
     match params {
         Value::Null | Value::Object(_) => Ok(()),
-        _ => Err(invalid_params("this method takes no params")),
+        _ => Err(RpcError::invalid_params("this method takes no params")),
     }
 }
 
@@ -158,7 +73,7 @@ pub fn encode_success_with(id: &RequestId, len: usize, write: impl FnOnce(&mut S
 }
 
 fn too_large(len: usize) -> RpcError {
-    internal_error(format!(
+    RpcError::internal_error(format!(
         "response of {len} bytes exceeds the message limit of {MAX_MESSAGE_BYTES} bytes"
     ))
 }
@@ -192,7 +107,9 @@ pub fn encode_notification<P: Serialize>(method: &str, params: &P) -> Result<Str
         method,
         params,
     })
-    .map_err(|err| internal_error(format!("failed to encode {method} notification: {err}")))
+    .map_err(|err| {
+        RpcError::internal_error(format!("failed to encode {method} notification: {err}"))
+    })
 }
 
 #[cfg(test)]
@@ -210,7 +127,7 @@ mod tests {
         assert_eq!(
             encode_reply(
                 &RequestId::String("a\"b".into()),
-                &Err(invalid_request("nope"))
+                &Err(RpcError::invalid_request("nope"))
             ),
             r#"{"jsonrpc":"2.0","id":"a\"b","error":{"code":-32600,"message":"nope"}}"#
         );
@@ -243,6 +160,6 @@ mod tests {
             process_id: String,
         }
         let err = decode_params::<P>(serde_json::json!({})).unwrap_err();
-        assert_eq!(err, invalid_params("missing field `processId`"));
+        assert_eq!(err, RpcError::invalid_params("missing field `processId`"));
     }
 }

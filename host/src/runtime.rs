@@ -36,7 +36,7 @@ use self::state::HostState;
 use crate::environment::EnvironmentFacts;
 use crate::grants::Grants;
 use crate::protocol::PluginSummary;
-use crate::rpc::{RpcError, RpcResult, internal_error};
+use crate::rpc::{RpcError, RpcResult};
 
 pub use self::filesystem::{ConnectionHandles, FileHandles};
 pub use self::limits::Limits;
@@ -415,7 +415,7 @@ impl Runtime {
     /// Calls a parameterless `method` for wexec itself (no client, no session).
     pub async fn call_internal(&self, method: &str) -> RpcResult {
         let Some(plugin) = self.plugin_for(method) else {
-            return Err(crate::rpc::method_not_found(method));
+            return Err(RpcError::method_not_found(method));
         };
         let call = CallContext {
             reply: None,
@@ -638,20 +638,23 @@ fn assemble(plugins: Vec<Arc<LoadedPlugin>>) -> Result<Table, LoadError> {
 
 /// -32603 `plugin <name> failed: <reason>`.
 fn plugin_failed(plugin: &LoadedPlugin, reason: &str) -> RpcError {
-    internal_error(format!("plugin {} failed: {reason}", plugin.name))
+    RpcError::internal_error(format!("plugin {} failed: {reason}", plugin.name))
 }
 
 /// Maps a trap or instantiation failure to the texts of docs/protocol.md §11.3.
 fn failure(plugin: &LoadedPlugin, state: &HostState, err: &wasmtime::Error) -> RpcError {
     if state.clock.timed_out {
-        return internal_error(format!(
+        return RpcError::internal_error(format!(
             "plugin {} exceeded its time limit of {} ms",
             plugin.name,
             state.clock.limit().as_millis()
         ));
     }
     if state.limiter.memory_exceeded {
-        return internal_error(format!("plugin {} exceeded its memory limit", plugin.name));
+        return RpcError::internal_error(format!(
+            "plugin {} exceeded its memory limit",
+            plugin.name
+        ));
     }
     let reason = match err.downcast_ref::<wasmtime::Trap>() {
         Some(trap) => trap.to_string(),

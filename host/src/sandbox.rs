@@ -17,7 +17,7 @@ pub use request::request_rules;
 
 use crate::process::supervisor::wire::{Confinement, Layer, LayerAccess};
 use crate::protocol::sandbox::SandboxContext;
-use crate::rpc::{RpcError, invalid_params};
+use crate::rpc::RpcError;
 use rules::Level;
 
 /// The refusal when the kernel cannot enforce what a request needs (Codex's text).
@@ -69,7 +69,7 @@ pub fn process_policy(
         });
     }
     if kernel::available().is_err() {
-        return Err(invalid_params(REFUSAL));
+        return Err(RpcError::invalid_params(REFUSAL));
     }
     let layers = with_git_directories(layers);
     let placeholders = placeholders_for(&layers)?;
@@ -167,7 +167,9 @@ fn placeholders_for(layers: &[(PathBuf, Level)]) -> Result<Vec<PathBuf>, RpcErro
         match std::fs::symlink_metadata(path) {
             // A link cannot be mounted over and can be replaced: what it protects could not
             // be held.
-            Ok(meta) if meta.file_type().is_symlink() => return Err(invalid_params(REFUSAL)),
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return Err(RpcError::invalid_params(REFUSAL));
+            }
             Ok(meta) => {
                 // An empty directory may be another process's (or another wexec's)
                 // placeholder, which must not vanish while this process needs it: hold it too.
@@ -178,7 +180,7 @@ fn placeholders_for(layers: &[(PathBuf, Level)]) -> Result<Vec<PathBuf>, RpcErro
                     continue;
                 }
             }
-            Err(_) if existing != parent => return Err(invalid_params(REFUSAL)),
+            Err(_) if existing != parent => return Err(RpcError::invalid_params(REFUSAL)),
             Err(_) => {}
         }
         placeholders.push(path.clone());

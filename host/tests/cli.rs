@@ -1,4 +1,4 @@
-//! The `wexec` command line. Also guarantees `cargo test --workspace` builds the binary that the
+//! The `wexec` command line. Also guarantees `cargo test` builds the binary that the
 //! end-to-end tests in `tests/` drive (cargo builds a package's binaries for its integration
 //! tests).
 

@@ -1,6 +1,6 @@
 //! Round trip of `environment/status` over stdio through the real binary: 10,000 sequential
 //! requests each from the raw test-harness client (one JSON line per message, tokio pipes) and
-//! from `wexec::client::Client` (what Rust agents embed), interleaved in blocks of 500 so both
+//! from `wexec_client::Client` (what Rust agents embed), interleaved in blocks of 500 so both
 //! see the same machine noise.
 //!
 //! Run: `cargo bench -p wexec-tests --bench status_rtt`
@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use wexec::client::{Client, ClientOptions};
+use wexec_client::{Client, ClientOptions};
 
 const WARMUP: usize = 1_000;
 const REQUESTS: usize = 10_000;
@@ -66,9 +66,9 @@ async fn main() {
         }
     }
     let raw_median = report("harness client", &mut raw_samples);
-    let client_median = report("wexec::client", &mut client_samples);
+    let client_median = report("wexec_client", &mut client_samples);
     println!(
-        "wexec::client / harness client median: {:.2}",
+        "wexec_client / harness client median: {:.2}",
         client_median.as_secs_f64() / raw_median.as_secs_f64()
     );
 }

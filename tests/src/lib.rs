@@ -3,7 +3,7 @@
 //! wexec logged on stderr.
 //!
 //! The binary comes from `WEXEC_BIN`, else from the target directory of the running test
-//! (`cargo test --workspace` builds it).
+//! (`cargo test` builds it).
 
 #![expect(
     clippy::expect_used,
@@ -11,7 +11,7 @@
 )]
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,10 +54,33 @@ pub fn wexec_bin() -> PathBuf {
     let bin = profile_dir.join("wexec");
     assert!(
         bin.exists(),
-        "{} is missing: build it with `cargo build -p wexec` in this profile (cargo test --workspace does), or set WEXEC_BIN",
+        "{} is missing: build it with `cargo build -p wexec` in this profile (cargo test does), or set WEXEC_BIN",
         bin.display()
     );
     bin
+}
+
+/// Runs cargo with `args` in `dir` into `target_dir`, without the outer build's settings (they
+/// are for the outer build's target); fails the test, with cargo's stderr, if cargo fails.
+pub fn nested_cargo(dir: &Path, target_dir: &Path, args: &[&str]) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir)
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env_remove("RUSTC_WRAPPER")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .output()
+        .expect("cargo runs");
+    assert!(
+        output.status.success(),
+        "cargo {args:?} in {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// A running wexec process.
@@ -78,10 +101,10 @@ pub fn plugin_cache() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// The wexec binary with `args` as a [`wexec::client::StdioCommand`], for tests that drive it
+/// The wexec binary with `args` as a [`wexec_client::StdioCommand`], for tests that drive it
 /// through the Rust client; logs warnings and errors to the test's stderr.
-pub fn client_command(args: &[&str]) -> wexec::client::StdioCommand {
-    wexec::client::StdioCommand::new(wexec_bin())
+pub fn client_command(args: &[&str]) -> wexec_client::StdioCommand {
+    wexec_client::StdioCommand::new(wexec_bin())
         .args(args.iter().copied())
         .env("XDG_CACHE_HOME", plugin_cache().display().to_string())
         .env("RUST_LOG", "wexec=warn")

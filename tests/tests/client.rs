@@ -1,4 +1,4 @@
-//! `wexec::client` against the real binary, over stdio and WebSocket.
+//! `wexec_client` against the real binary, over stdio and WebSocket.
 
 #![allow(
     clippy::unwrap_used,
@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use wexec::client::{
+use wexec_client::{
     Client, ClientError, ClientOptions, ProcessEvent, StdioCommand, WebSocketTarget,
 };
-use wexec::protocol::{
+use wexec_protocol::{
     FsOpenMode, FsOpenParams, FsPathParams, HttpRequestParams, OutputStream, ProcessStartParams,
 };
 use wexec_tests::{TIMEOUT, TempDir, http_server, spawn_websocket};
@@ -72,7 +72,7 @@ async fn a_stdio_client_drives_processes_files_and_plugins() {
     let mut start = ProcessStartParams::new("cat", argv(&["cat"]), root.as_str());
     start.pipe_stdin = true;
     let cat = client.start_process(start).await.unwrap();
-    use wexec::protocol::WriteStatus;
+    use wexec_protocol::WriteStatus;
     assert_eq!(
         cat.write_once(b"ping\n", "w1").await.unwrap(),
         WriteStatus::Accepted

@@ -1,4 +1,4 @@
-//! `wexec::client` against scripted mock servers: the behaviours a real server cannot be made
+//! `wexec_client` against scripted mock servers: the behaviours a real server cannot be made
 //! to show on demand (reordered notifications, malformed output, a dropped socket mid-session).
 
 #![allow(
@@ -14,10 +14,10 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
-use wexec::client::{
+use wexec_client::{
     Client, ClientError, ClientOptions, ProcessEvent, StdioCommand, WebSocketTarget,
 };
-use wexec::protocol::{OutputStream, ProcessStartParams};
+use wexec_protocol::{OutputStream, ProcessStartParams};
 use wexec_tests::{TIMEOUT, TempDir};
 
 /// The initialize answer every mock gives (the client's first request has id 1).
@@ -61,7 +61,7 @@ fn output(id: &str, seq: u64, text: &str) -> String {
     .to_string()
 }
 
-async fn next(handle: &wexec::client::ProcessHandle) -> ProcessEvent {
+async fn next(handle: &wexec_client::ProcessHandle) -> ProcessEvent {
     tokio::time::timeout(TIMEOUT, handle.next_event())
         .await
         .expect("an event in time")
@@ -304,7 +304,7 @@ async fn a_lost_connection_ends_an_open_http_body_with_an_error() {
     let client = Client::connect_stdio(mock(&script), options())
         .await
         .unwrap();
-    let mut params = wexec::protocol::HttpRequestParams::new("GET", "http://example.com/");
+    let mut params = wexec_protocol::HttpRequestParams::new("GET", "http://example.com/");
     params.request_id = Some("r1".into());
     let (reply, mut body) = client.http_request_streamed(params).await.unwrap();
     assert_eq!(reply.status, 200);

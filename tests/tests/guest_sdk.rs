@@ -1,5 +1,5 @@
 //! Plugins written with the guest SDK (`wexec-guest`), loaded by the real binary and called
-//! through `wexec::client`.
+//! through `wexec_client`.
 
 #![allow(
     clippy::unwrap_used,
@@ -8,7 +8,7 @@
 )]
 
 use serde_json::{Value, json};
-use wexec::client::{Client, ClientOptions};
+use wexec_client::{Client, ClientOptions};
 use wexec_tests::{GREP_WASM, HELLO_WASM, TempDir};
 
 async fn connect(args: &[&str]) -> Client {

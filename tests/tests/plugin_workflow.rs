@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wexec::client::{Client, ClientOptions};
-use wexec::protocol::ProcessStartParams;
+use wexec_client::{Client, ClientOptions};
+use wexec_protocol::ProcessStartParams;
 use wexec_tests::{TIMEOUT, TempDir, wexec_bin};
 
 /// Scaffolded crates build here, so dependencies compile once per machine, not per run.
@@ -33,26 +33,9 @@ fn wexec_tool(args: &[&str]) -> std::process::Output {
     Command::new(wexec_bin()).args(args).output().unwrap()
 }
 
-/// Runs cargo with `args` in `dir`, into the shared scaffold target directory, without the
-/// outer build's settings (they are for the host target); fails the test if cargo fails.
+/// Runs cargo with `args` in `dir`, into the shared scaffold target directory.
 fn cargo(dir: &Path, args: &[&str]) {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", scaffold_target())
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("CARGO_BUILD_TARGET")
-        .env_remove("RUSTC_WRAPPER")
-        .env_remove("RUSTC_WORKSPACE_WRAPPER")
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "cargo {args:?} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    wexec_tests::nested_cargo(dir, &scaffold_target(), args);
 }
 
 /// Builds the crate in `dir` for wasm32-wasip2; returns the component's path.
@@ -90,6 +73,13 @@ async fn scaffold_build_inspect_deploy_call_and_hot_reload_under_load() {
     let dir = work.path().join("wf-demo");
     let created = wexec_tool(&["plugin", "new", "wf-demo", "--dir", dir.to_str().unwrap()]);
     assert!(created.status.success(), "{created:?}");
+    // The SDK is named relative to the crate, so moving both together keeps it building.
+    let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    let sdk_line = manifest
+        .lines()
+        .find(|line| line.starts_with("wexec-guest"))
+        .unwrap();
+    assert!(sdk_line.contains("path = \"../"), "{sdk_line}");
     let v1 = build(&dir, "wf_demo");
 
     let inspect = wexec_tool(&["plugin", "inspect", v1.to_str().unwrap()]);

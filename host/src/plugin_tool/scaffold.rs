@@ -41,6 +41,14 @@ pub fn scaffold(name: &str, dir: &Path, sdk: Option<&Path>) -> Result<(), Scaffo
         .ok()
         .filter(|sdk| sdk.join("Cargo.toml").is_file())
         .ok_or(ScaffoldError::Sdk(sdk))?;
+    // Relative, so the crate keeps building when the checkout and the crate move together
+    // (or the crate lives inside the checkout).
+    let created = std::fs::create_dir_all(dir).and_then(|()| std::fs::canonicalize(dir));
+    let crate_dir = created.map_err(|source| ScaffoldError::Write {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let sdk = relative(&crate_dir, &sdk);
     let fill = |template: &str| {
         template
             .replace("{{name}}", name)
@@ -62,6 +70,26 @@ pub fn scaffold(name: &str, dir: &Path, sdk: Option<&Path>) -> Result<(), Scaffo
         written.map_err(|source| ScaffoldError::Write { path, source })?;
     }
     Ok(())
+}
+
+/// `to` as a path relative to the directory `from` (both absolute and canonical).
+fn relative(from: &Path, to: &Path) -> PathBuf {
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let up = from.components().skip(common).map(|_| Path::new(".."));
+    let down = to
+        .components()
+        .skip(common)
+        .map(|part| Path::new(part.as_os_str()));
+    let path: PathBuf = up.chain(down).collect();
+    if path.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        path
+    }
 }
 
 /// The host's rule for plugin names, reserved names included.
@@ -171,6 +199,22 @@ mod tests {
         assert!(valid_name("hello") && valid_name("a-1"));
         for bad in ["", "Hello", "1a", "a_b", "fs", &"a".repeat(33)] {
             assert!(!valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_sdk_path_is_relative_to_the_crate() {
+        let cases = [
+            ("/w/plugins/mine", "/w/guest-sdk", "../../guest-sdk"),
+            ("/home/a/mine", "/w/guest-sdk", "../../../w/guest-sdk"),
+            ("/w", "/w/guest-sdk", "guest-sdk"),
+            ("/w/guest-sdk", "/w/guest-sdk", "."),
+        ];
+        for (from, to, expected) in cases {
+            assert_eq!(
+                relative(Path::new(from), Path::new(to)),
+                Path::new(expected)
+            );
         }
     }
 }

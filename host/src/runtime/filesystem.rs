@@ -30,8 +30,7 @@ pub use self::policy::FsPolicy;
 use super::bindings::wexec::plugin::filesystem::{Error, ErrorKind};
 use crate::grants::FsRoot;
 
-/// Largest whole-file read: 32 MiB, so its base64 fits a 64 MiB message.
-pub const MAX_READ_FILE_BYTES: u64 = 32 * 1024 * 1024;
+pub use wexec_protocol::limits::MAX_READ_FILE_BYTES;
 
 /// Most directory entries returned by one listing.
 pub const MAX_DIRECTORY_ENTRIES: usize = 50_000;

@@ -11,9 +11,7 @@ use super::bindings::wexec::plugin::responder::Host;
 use super::bindings::wexec::plugin::types::RpcError as WitRpcError;
 use super::filesystem::Contents;
 use super::state::HostState;
-use crate::rpc::{
-    RequestId, RpcError, RpcResult, encode_reply, encode_success_with, internal_error,
-};
+use crate::rpc::{RequestId, RpcError, RpcResult, encode_reply, encode_success_with};
 use crate::transport::{Outbound, Reservation, TrySend};
 
 /// The reply to one request.
@@ -103,7 +101,7 @@ impl Host for HostState {
         };
         let outcome = match result {
             Ok(json) => super::json::value(json).map_err(|err| {
-                internal_error(format!(
+                RpcError::internal_error(format!(
                     "plugin {} failed: its result is not JSON: {err}",
                     self.plugin.name
                 ))

@@ -10,7 +10,7 @@ use crate::protocol::sandbox::{
     Access, EntryPath, FileSystemPermissions, NetworkAccess, Permissions, SandboxContext,
     SpecialKind, WindowsSandboxLevel,
 };
-use crate::rpc::{RpcError, invalid_params};
+use crate::rpc::RpcError;
 
 /// The request's entries and whether it allows the network. The sandbox's own `cwd` is
 /// `current_working_directory` and the base of relative patterns; `cwd` stands in for it when
@@ -21,7 +21,9 @@ pub fn request_rules(
     tmpdir: Option<&Path>,
 ) -> Result<(Rules, bool), RpcError> {
     if context.windows_sandbox_level == WindowsSandboxLevel::Mxc {
-        return Err(invalid_params("native MXC is unavailable on this executor"));
+        return Err(RpcError::invalid_params(
+            "native MXC is unavailable on this executor",
+        ));
     }
     let (file_system, network) = match &context.permissions {
         Permissions::Disabled => return Ok((Rules::full(), true)),
@@ -36,7 +38,8 @@ pub fn request_rules(
         None | Some(FileSystemPermissions::Unrestricted) => return Ok((Rules::full(), network)),
         Some(FileSystemPermissions::Restricted { entries }) => entries,
     };
-    let parse = |uri: &str| path_uri::parse(uri).map_err(|err| invalid_params(err.to_string()));
+    let parse =
+        |uri: &str| path_uri::parse(uri).map_err(|err| RpcError::invalid_params(err.to_string()));
     let base = match context
         .policy_context
         .as_ref()
@@ -76,7 +79,7 @@ pub fn request_rules(
                     vec![canonical(&base.join(pattern))]
                 } else if level == Level::Hidden {
                     // A denial wexec cannot expand would be a hole: never less than asked.
-                    return Err(invalid_params(REFUSAL));
+                    return Err(RpcError::invalid_params(REFUSAL));
                 } else {
                     // An unexpanded grant only narrows.
                     Vec::new()

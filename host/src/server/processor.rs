@@ -15,10 +15,7 @@ use crate::protocol::{
     HTTP_REQUEST, INITIALIZE, INITIALIZED, InitializeParams, InitializeResponse,
 };
 use crate::rpc::parse::{Incoming, Request, parse_message};
-use crate::rpc::{
-    RequestId, RpcError, RpcResult, decode_params, encode_reply, internal_error, invalid_params,
-    invalid_request, method_not_found, to_result,
-};
+use crate::rpc::{RequestId, RpcError, RpcResult, decode_params, encode_reply, to_result};
 use crate::runtime::{ConnectionHandles, Reply};
 use crate::transport::budget::Held;
 use crate::transport::{Connection, Outbound, Received};
@@ -139,7 +136,9 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
             Received::Message(bytes, held) => processor.handle(&bytes, held).await,
             Received::Refused(id, reason) => {
                 let id = id.unwrap_or(RequestId::Integer(-1));
-                processor.reply(&id, Err(internal_error(reason))).await
+                processor
+                    .reply(&id, Err(RpcError::internal_error(reason)))
+                    .await
             }
         };
         if let Flow::Close = flow {
@@ -182,7 +181,7 @@ impl Processor {
         let message = match parse_message(bytes) {
             Ok(message) => message,
             Err(malformed) => {
-                let error = invalid_request(format!(
+                let error = RpcError::invalid_request(format!(
                     "failed to parse JSON-RPC message from {}: {malformed}",
                     self.connection.peer
                 ));
@@ -238,24 +237,27 @@ impl Processor {
             return self.reply(&id, outcome).await;
         }
         let Some(route) = router::route(&method, &self.server) else {
-            return self.reply(&id, Err(method_not_found(&method))).await;
+            return self
+                .reply(&id, Err(RpcError::method_not_found(&method)))
+                .await;
         };
         let family = route.family.name();
         let session = match &self.phase {
             Phase::AwaitingInitialize => {
-                let error = invalid_request(format!(
+                let error = RpcError::invalid_request(format!(
                     "client must call initialize before using {family} methods"
                 ));
                 return self.reply(&id, Err(error)).await;
             }
             Phase::AwaitingInitialized(_) => {
-                let error = invalid_request(format!(
+                let error = RpcError::invalid_request(format!(
                     "client must send initialized before using {family} methods"
                 ));
                 return self.reply(&id, Err(error)).await;
             }
             Phase::Ready(session) if !session.is_current() => {
-                let error = invalid_request("session has been resumed by another connection");
+                let error =
+                    RpcError::invalid_request("session has been resumed by another connection");
                 return self.reply(&id, Err(error)).await;
             }
             Phase::Ready(session) => session.clone(),
@@ -311,7 +313,7 @@ impl Processor {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if !active.insert(id.to_owned()) {
-            return Err(invalid_params(format!(
+            return Err(RpcError::invalid_params(format!(
                 "http/request streamResponse requestId `{id}` is already active"
             )));
         }
@@ -323,7 +325,7 @@ impl Processor {
 
     fn initialize(&mut self, params: serde_json::Value) -> RpcResult {
         if !matches!(self.phase, Phase::AwaitingInitialize) {
-            return Err(invalid_request(
+            return Err(RpcError::invalid_request(
                 "initialize may only be sent once per connection",
             ));
         }

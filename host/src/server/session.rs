@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use super::limits::{Counter, ServerLimits};
 use crate::process::ProcessTable;
-use crate::rpc::{RpcError, invalid_request, session_already_attached};
+use crate::rpc::RpcError;
 use crate::runtime::InstancePool;
 use crate::transport::Outbound;
 
@@ -127,12 +127,12 @@ impl SessionRegistry {
         connection: ConnectionId,
         sink: Outbound,
     ) -> Result<SessionHandle, RpcError> {
-        let unknown = || invalid_request(format!("unknown session id {id}"));
+        let unknown = || RpcError::invalid_request(format!("unknown session id {id}"));
         let session = lock(&self.sessions).get(id).cloned().ok_or_else(unknown)?;
         {
             let mut attachment = lock(&session.attachment);
             if attachment.connection.is_some() {
-                return Err(session_already_attached(id));
+                return Err(RpcError::session_already_attached(id));
             }
             if attachment.expires_at.is_some_and(|at| Instant::now() >= at) {
                 drop(attachment);
@@ -293,9 +293,13 @@ mod tests {
         Outbound::channel().0
     }
 
-    #[tokio::test(start_paused = true)]
+    /// Short enough for real time (paused time needs tokio's `test-util`, a feature that would
+    /// make `cargo test` rebuild tokio and everything above it apart from `cargo build`).
+    const TTL: Duration = Duration::from_millis(500);
+
+    #[tokio::test]
     async fn resume_lifecycle() {
-        let registry = SessionRegistry::new(Duration::from_secs(30), ServerLimits::default());
+        let registry = SessionRegistry::new(TTL, ServerLimits::default());
         let (a, b, c) = (
             ConnectionId::next(),
             ConnectionId::next(),
@@ -328,22 +332,22 @@ mod tests {
         assert!(registry.resume(&id, c, sink()).is_err());
 
         second.detach();
-        tokio::time::sleep(Duration::from_secs(31)).await;
+        tokio::time::sleep(TTL * 3).await;
         let err = registry.resume(&id, c, sink()).unwrap_err();
         assert_eq!(err.code, INVALID_REQUEST);
         assert_eq!(err.message, format!("unknown session id {id}"));
         assert!(registry.sessions.lock().unwrap().is_empty());
     }
 
-    #[tokio::test(start_paused = true)]
+    #[tokio::test]
     async fn a_resume_within_the_ttl_survives_the_expiry_timer() {
-        let registry = SessionRegistry::new(Duration::from_secs(30), ServerLimits::default());
+        let registry = SessionRegistry::new(TTL, ServerLimits::default());
         let first = registry.open(ConnectionId::next(), sink(), result).unwrap();
         let id = first.session().id().to_owned();
         first.detach();
-        tokio::time::sleep(Duration::from_secs(10)).await;
         let second = registry.resume(&id, ConnectionId::next(), sink()).unwrap();
-        tokio::time::sleep(Duration::from_secs(60)).await;
+        // The first detach's expiry timer fires meanwhile and must leave the resumed session.
+        tokio::time::sleep(TTL * 3).await;
         assert_eq!(registry.sessions.lock().unwrap().len(), 1);
         assert!(second.is_current());
     }

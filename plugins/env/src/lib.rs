@@ -1,19 +1,21 @@
 //! The bundled `env` plugin: serves `environment/info` (docs/protocol.md §7.4) from the host's
 //! environment capability. It needs no grants.
 
-use serde_json::{Map, Value, json};
 use wexec_guest::env as environment;
+use wexec_guest::protocol::{
+    CAPABILITIES, ENVIRONMENT_INFO, EnvironmentInfo, PluginSummary, ShellInfo, WexecInfo,
+};
 use wexec_guest::{Call, Info, Plugin, Response, RpcError};
 
 struct Env;
 
 impl Plugin for Env {
     fn info() -> Info {
-        Info::new("env", env!("CARGO_PKG_VERSION")).method("environment/info")
+        Info::new("env", env!("CARGO_PKG_VERSION")).method(ENVIRONMENT_INFO)
     }
 
     fn handle(call: Call) -> Result<Response, RpcError> {
-        if call.method() != "environment/info" {
+        if call.method() != ENVIRONMENT_INFO {
             return Err(RpcError::method_not_found(call.method()));
         }
         // Parameterless: absent, null or any object (unknown members are ignored).
@@ -24,45 +26,36 @@ impl Plugin for Env {
 
 /// The `environmentInfo` object: host facts, the capabilities wexec supports, and the loaded
 /// plugins.
-fn info() -> Value {
+fn info() -> EnvironmentInfo {
     let facts = environment::host_info();
-    let plugins: Vec<Value> = environment::plugins()
+    let plugins = environment::plugins()
         .into_iter()
-        .map(|plugin| json!({"name": plugin.name, "version": plugin.version, "methods": plugin.methods}))
+        .map(|plugin| PluginSummary {
+            name: plugin.name,
+            version: plugin.version,
+            methods: plugin.methods,
+        })
         .collect();
-    let mut info = Map::new();
-    info.insert(
-        "shell".into(),
-        json!({"name": facts.shell_name, "path": facts.shell_path}),
-    );
-    info.insert("executorVersion".into(), json!(facts.executor_version));
-    info.insert("cwd".into(), json!(facts.cwd));
-    if let Some(home) = facts.user_home_dir {
-        info.insert("userHomeDir".into(), json!(home));
-    }
-    info.insert("platformOs".into(), json!(facts.platform_os));
-    if let Some(directories) = facts.temporary_directories {
-        info.insert("temporaryDirectories".into(), json!(directories));
-    }
-    info.insert("tempDir".into(), json!(facts.temp_dir));
-    info.insert(
-        "capabilities".into(),
-        json!({
-            "sandboxedFileStreaming": true,
-            "fileWriteStreaming": true,
-            "networkProxyLaunch": false,
-            "capabilityDiscoverySandbox": false,
-            "environmentConfigRead": false,
-            "httpHeaderEnvVars": false,
-            "shellSnapshotV2": false,
-            "windowsMxc": false,
+    EnvironmentInfo {
+        shell: ShellInfo {
+            name: facts.shell_name,
+            path: facts.shell_path,
+        },
+        executor_version: facts.executor_version.clone(),
+        cwd: facts.cwd,
+        user_home_dir: facts.user_home_dir,
+        platform_os: facts.platform_os,
+        temporary_directories: facts.temporary_directories,
+        temp_dir: facts.temp_dir,
+        capabilities: CAPABILITIES
+            .iter()
+            .map(|&(name, supported)| (name.to_owned(), supported))
+            .collect(),
+        wexec: Some(WexecInfo {
+            version: facts.executor_version,
+            plugins,
         }),
-    );
-    info.insert(
-        "wexec".into(),
-        json!({"version": facts.executor_version, "plugins": plugins}),
-    );
-    Value::Object(info)
+    }
 }
 
 wexec_guest::export_plugin!(Env);

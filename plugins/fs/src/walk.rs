@@ -3,53 +3,41 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use serde::Deserialize;
-use serde_json::{Value, json};
-
 use wexec_guest::RpcError;
 use wexec_guest::fs;
 use wexec_guest::path as uri;
+use wexec_guest::protocol::limits::{MAX_WALK_DEPTH, MAX_WALK_DIRECTORIES, MAX_WALK_ENTRIES};
+use wexec_guest::protocol::{FsWalkEntry, FsWalkError, FsWalkOptions, FsWalkResponse};
 
-const MAX_DEPTH: u64 = 64;
-const MAX_DIRECTORIES: u64 = 10_000;
-const MAX_ENTRIES: u64 = 50_000;
 /// About 4 MiB of response, at 64 bytes of overhead per item.
 const RESPONSE_BUDGET: usize = 4 * 1024 * 1024;
 const ITEM_OVERHEAD: usize = 64;
 
-/// `options` of `fs/walk`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Options {
-    max_depth: u64,
-    max_directories: u64,
-    max_entries: u64,
-    follow_directory_symlinks: bool,
-    #[serde(default)]
-    prune_hidden_directories: bool,
-}
-
 /// Walks `root` (a native path).
-pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
+pub fn walk(root: &str, options: &FsWalkOptions) -> Result<FsWalkResponse, RpcError> {
     if options.max_directories == 0 || options.max_entries == 0 {
         return Err(RpcError::invalid_request(
             "filesystem walk limits must be greater than zero",
         ));
     }
-    if options.max_depth > MAX_DEPTH
-        || options.max_directories > MAX_DIRECTORIES
-        || options.max_entries > MAX_ENTRIES
+    if options.max_depth > MAX_WALK_DEPTH
+        || options.max_directories > MAX_WALK_DIRECTORIES
+        || options.max_entries > MAX_WALK_ENTRIES
     {
-        return Err(RpcError::invalid_request(
-            "filesystem walk limits exceed maximums: depth=64, directories=10000, entries=50000",
-        ));
+        return Err(RpcError::invalid_request(format!(
+            "filesystem walk limits exceed maximums: depth={MAX_WALK_DEPTH}, directories={MAX_WALK_DIRECTORIES}, entries={MAX_WALK_ENTRIES}"
+        )));
     }
     let meta = fs::metadata(root, true).map_err(RpcError::from)?;
     let mut entries = Vec::new();
     let mut errors = Vec::new();
     let mut truncated = false;
     if !meta.is_directory {
-        return Ok(json!({"entries": entries, "errors": errors, "truncated": truncated}));
+        return Ok(FsWalkResponse {
+            entries,
+            errors,
+            truncated,
+        });
     }
     let mut visited: HashSet<String> = HashSet::new();
     if let Ok(canonical) = fs::canonicalize(root) {
@@ -67,7 +55,10 @@ pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
         let listing = match fs::read_directory(if dir.is_empty() { "/" } else { &dir }) {
             Ok(listing) => listing,
             Err(error) => {
-                errors.push(json!({"path": uri::encode(&dir), "message": error.message}));
+                errors.push(FsWalkError {
+                    path: uri::encode(&dir),
+                    message: error.message,
+                });
                 continue;
             }
         };
@@ -85,7 +76,10 @@ pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
                 break 'walk;
             }
             if entry.target_missing {
-                errors.push(json!({"path": uri, "message": "symlink target is missing or outside the allowed roots"}));
+                errors.push(FsWalkError {
+                    path: uri,
+                    message: "symlink target is missing or outside the allowed roots".to_owned(),
+                });
                 continue;
             }
             let kind = if entry.is_directory {
@@ -93,7 +87,10 @@ pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
             } else {
                 "file"
             };
-            entries.push(json!({"path": uri, "kind": kind}));
+            entries.push(FsWalkEntry {
+                path: uri,
+                kind: kind.to_owned(),
+            });
             if !entry.is_directory || depth >= options.max_depth {
                 continue;
             }
@@ -109,7 +106,10 @@ pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
                         }
                     }
                     Err(error) => {
-                        errors.push(json!({"path": uri, "message": error.message}));
+                        errors.push(FsWalkError {
+                            path: uri::encode(&path),
+                            message: error.message,
+                        });
                         continue;
                     }
                 }
@@ -119,5 +119,9 @@ pub fn walk(root: &str, options: &Options) -> Result<Value, RpcError> {
             queue.push_back((path, depth + 1));
         }
     }
-    Ok(json!({"entries": entries, "errors": errors, "truncated": truncated}))
+    Ok(FsWalkResponse {
+        entries,
+        errors,
+        truncated,
+    })
 }

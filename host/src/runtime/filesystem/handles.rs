@@ -8,14 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::{Error, ErrorKind, Roots, invalid};
 use crate::runtime::bindings::wexec::plugin::filesystem::OpenMode;
 
-/// Open handles per connection, opens in progress included.
-pub const MAX_HANDLES: usize = 128;
-
-/// Longest `handleId`, in bytes.
-pub const MAX_HANDLE_ID_BYTES: usize = 32;
-
-/// Largest block read or written at once.
-pub const MAX_BLOCK_BYTES: usize = 1024 * 1024;
+pub use wexec_protocol::limits::{MAX_BLOCK_BYTES, MAX_HANDLE_ID_BYTES, MAX_HANDLES};
 
 /// One connection's handle tables, one per plugin: a plugin sees only the handles it opened
 /// itself, and another plugin's handle id is unknown to it, exactly as if it did not exist.

@@ -25,11 +25,7 @@ use rustix::io::Errno;
 
 use super::{Error, OpenRoot, Roots, invalid, io_error, normalize, outside};
 
-/// Longest request path, in bytes: Linux's `PATH_MAX`. A longer path cannot be opened anyway.
-pub const MAX_PATH_BYTES: usize = 4096;
-
-/// Most components one resolution walks, counting those symlink targets splice in.
-pub const MAX_PATH_COMPONENTS: usize = 1024;
+pub use wexec_protocol::limits::{MAX_PATH_BYTES, MAX_PATH_COMPONENTS};
 
 /// Most symlinks followed while resolving one path (Linux's own limit).
 pub const MAX_LINK_HOPS: usize = 40;

@@ -7,10 +7,7 @@ use serde_json::Value;
 use crate::path_uri;
 use crate::protocol::sandbox::SandboxContext;
 use crate::protocol::{PluginGrants, PluginList, PluginListing};
-use crate::rpc::{
-    RpcError, RpcResult, expect_no_params, internal_error, invalid_params, method_not_found,
-    to_result,
-};
+use crate::rpc::{RpcError, RpcResult, expect_no_params, to_result};
 use crate::runtime::CallContext;
 use crate::runtime::filesystem::FsPolicy;
 use crate::sandbox::{self, rules::Level, rules::Rules};
@@ -20,7 +17,7 @@ use crate::server::processor::RequestContext;
 /// on an instance of the calling session.
 pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
     let Some(plugin) = ctx.server.runtime.plugin_for(&ctx.method) else {
-        return Err(method_not_found(&ctx.method));
+        return Err(RpcError::method_not_found(&ctx.method));
     };
     let call = CallContext {
         reply: Some(Arc::clone(&ctx.reply)),
@@ -57,7 +54,7 @@ fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPol
         None | Some(Value::Null) => None,
         Some(sandbox) => Some(
             serde_json::from_value::<SandboxContext>(sandbox.clone())
-                .map_err(|err| invalid_params(err.to_string()))?,
+                .map_err(|err| RpcError::invalid_params(err.to_string()))?,
         ),
     };
     let read_only = ctx.server.processes.ceiling.mode == sandbox::Mode::ReadOnly;
@@ -69,7 +66,7 @@ fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPol
             // Without a `cwd` in the sandbox, what a relative path would mean to this server:
             // its own working directory (the default fs root), never the whole disk.
             let cwd = std::env::current_dir().map_err(|err| {
-                internal_error(format!("cannot read the working directory: {err}"))
+                RpcError::internal_error(format!("cannot read the working directory: {err}"))
             })?;
             sandbox::request_rules(context, &cwd, tmpdir.as_deref())?.0
         }

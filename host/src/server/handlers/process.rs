@@ -16,9 +16,7 @@ use crate::protocol::{
     ProcessStartResponse, ProcessTerminateParams, ProcessTerminateResponse, ProcessWriteParams,
     ProcessWriteResponse, WriteStatus,
 };
-use crate::rpc::{
-    RpcError, RpcResult, decode_params, internal_error, invalid_params, invalid_request, to_result,
-};
+use crate::rpc::{RpcError, RpcResult, decode_params, to_result};
 use crate::sandbox;
 use crate::server::processor::RequestContext;
 
@@ -29,7 +27,8 @@ const RESUMED_ELSEWHERE: &str = "session has been resumed by another connection"
 pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessStartParams = decode_params(params)?;
     enabled(&ctx)?;
-    let cwd = path_uri::parse(&params.cwd).map_err(|err| invalid_params(cwd_error(err)))?;
+    let cwd =
+        path_uri::parse(&params.cwd).map_err(|err| RpcError::invalid_params(cwd_error(err)))?;
     let host_env = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
     let env = child_env(host_env, &params.env, params.env_policy.as_ref());
@@ -46,26 +45,28 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         ("shellSnapshot", &params.shell_snapshot),
     ] {
         if value.as_ref().is_some_and(|value| !value.is_null()) {
-            return Err(invalid_params(format!(
+            return Err(RpcError::invalid_params(format!(
                 "{field} is not supported by this executor"
             )));
         }
     }
     if params.argv.is_empty() {
-        return Err(invalid_params("argv must not be empty"));
+        return Err(RpcError::invalid_params("argv must not be empty"));
     }
     if params.timeout_ms == Some(0) {
-        return Err(invalid_params("timeoutMs must be greater than zero"));
+        return Err(RpcError::invalid_params(
+            "timeoutMs must be greater than zero",
+        ));
     }
     let table = ctx.session.session().processes();
     let process = table
         .reserve(&params.process_id)
-        .map_err(|err| invalid_request(err.to_string()))?;
+        .map_err(|err| RpcError::invalid_request(err.to_string()))?;
     let held = match sandbox::hold(&policy.placeholders) {
         Ok(held) => held,
         Err(err) => {
             table.remove(&process);
-            return Err(internal_error(err.to_string()));
+            return Err(RpcError::internal_error(err.to_string()));
         }
     };
     let limits = ctx.server.processes.limits;
@@ -74,7 +75,7 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
             Ok(group) => Some(group),
             Err(err) => {
                 table.remove(&process);
-                return Err(internal_error(format!(
+                return Err(RpcError::internal_error(format!(
                     "cannot make the session's pids cgroup: {err}"
                 )));
             }
@@ -101,7 +102,7 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         Ok(spawned) => table.started(&process, spawned),
         Err(err) => {
             table.remove(&process);
-            return Err(internal_error(err.to_string()));
+            return Err(RpcError::internal_error(err.to_string()));
         }
     }
     if let Some(timeout) = params.timeout_ms {
@@ -124,7 +125,7 @@ fn enabled(ctx: &RequestContext) -> Result<(), RpcError> {
     if ctx.server.processes.ceiling.processes {
         Ok(())
     } else {
-        Err(invalid_request(
+        Err(RpcError::invalid_request(
             "process execution is disabled on this executor",
         ))
     }
@@ -146,9 +147,11 @@ fn readable_process(ctx: &RequestContext, id: &str) -> Result<Arc<Process>, RpcE
         .session()
         .processes()
         .get(id)
-        .ok_or_else(|| invalid_request(format!("unknown process id {id}")))?;
+        .ok_or_else(|| RpcError::invalid_request(format!("unknown process id {id}")))?;
     if process.is_starting() {
-        return Err(invalid_request(format!("process id {id} is starting")));
+        return Err(RpcError::invalid_request(format!(
+            "process id {id} is starting"
+        )));
     }
     Ok(process)
 }
@@ -167,11 +170,11 @@ pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
             () = tokio::time::sleep(wait) => {}
             // The client is gone: answer now rather than hold up shutdown.
             () = ctx.connection.closing() => {}
-            () = ctx.session.taken_over() => return Err(invalid_request(RESUMED_ELSEWHERE)),
+            () = ctx.session.taken_over() => return Err(RpcError::invalid_request(RESUMED_ELSEWHERE)),
         }
     }
     if !ctx.session.is_current() {
-        return Err(invalid_request(RESUMED_ELSEWHERE));
+        return Err(RpcError::invalid_request(RESUMED_ELSEWHERE));
     }
     let snapshot = process.read(after_seq, params.max_bytes);
     let (sandbox_denied, failure) = if snapshot.exit.is_some() {
@@ -203,17 +206,17 @@ pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
     let params: ProcessWriteParams = decode_params(params)?;
     enabled(&ctx)?;
     if params.write_id.as_deref() == Some("") {
-        return Err(invalid_params("writeId must not be empty"));
+        return Err(RpcError::invalid_params("writeId must not be empty"));
     }
     let data = STANDARD
         .decode(&params.chunk)
-        .map_err(|err| invalid_params(format!("chunk is not valid base64: {err}")))?;
+        .map_err(|err| RpcError::invalid_params(format!("chunk is not valid base64: {err}")))?;
     let status = match ctx.session.session().processes().get(&params.process_id) {
         None => WriteStatus::UnknownProcess,
         Some(process) => process
             .write(&data, params.write_id.as_deref())
             .await
-            .map_err(|err| internal_error(err.to_string()))?,
+            .map_err(|err| RpcError::internal_error(err.to_string()))?,
     };
     to_result(&ProcessWriteResponse { status })
 }
@@ -225,7 +228,7 @@ pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
     if let Some(process) = ctx.session.session().processes().get(&params.process_id) {
         process
             .interrupt()
-            .map_err(|err| internal_error(err.to_string()))?;
+            .map_err(|err| RpcError::internal_error(err.to_string()))?;
     }
     to_result(&serde_json::json!({}))
 }

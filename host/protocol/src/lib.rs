@@ -55,8 +55,11 @@ pub struct EnvironmentStatus {
 
 mod fs;
 mod http;
+pub mod limits;
+pub mod path_uri;
 mod plugin;
 mod process;
+pub mod rpc;
 pub mod sandbox;
 
 pub use fs::*;
@@ -91,6 +94,20 @@ pub struct EnvironmentInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wexec: Option<WexecInfo>,
 }
+
+/// `environmentInfo.capabilities` as wexec serves it: every flag it reports, `true` only for
+/// what wexec really does (docs/protocol.md §7.4). The `env` plugin reports it; tests hold the
+/// server to it.
+pub const CAPABILITIES: [(&str, bool); 8] = [
+    ("capabilityDiscoverySandbox", false),
+    ("environmentConfigRead", false),
+    ("fileWriteStreaming", true),
+    ("httpHeaderEnvVars", false),
+    ("networkProxyLaunch", false),
+    ("sandboxedFileStreaming", true),
+    ("shellSnapshotV2", false),
+    ("windowsMxc", false),
+];
 
 /// `environmentInfo.shell`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,10 +4,10 @@
 //! client — reconnect and resume the session after the connection drops.
 //!
 //! ```no_run
-//! use wexec::client::{Client, ClientOptions, StdioCommand};
-//! use wexec::protocol::ProcessStartParams;
+//! use wexec_client::protocol::ProcessStartParams;
+//! use wexec_client::{Client, ClientOptions, StdioCommand};
 //!
-//! # async fn example() -> Result<(), wexec::client::ClientError> {
+//! # async fn example() -> Result<(), wexec_client::ClientError> {
 //! let client = Client::connect_stdio(
 //!     StdioCommand::new("wexec").args(["--fs-root", "/tmp"]),
 //!     ClientOptions::new("my-agent"),
@@ -27,6 +27,8 @@
 //! Ownership: the last clone of a stdio [`Client`] to go away closes the server's stdin and asks
 //! its process group to stop (SIGTERM, then SIGKILL after a grace period); a [`ProcessHandle`]
 //! keeps its client alive.
+
+pub use wexec_protocol as protocol;
 
 mod calls;
 mod error;

@@ -1,8 +1,11 @@
 //! `file:` URIs (docs/protocol.md §7.2): what wexec returns for every path, and what it accepts in
 //! requests alongside plain absolute paths.
 
+#[cfg(unix)]
 use std::ffi::OsString;
+#[cfg(unix)]
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+#[cfg(unix)]
 use std::path::{Path, PathBuf};
 
 /// Why a request path was refused. The messages are the texts of docs/protocol.md §7.2.
@@ -23,13 +26,23 @@ pub enum PathUriError {
 
 /// Encodes an absolute path as a percent-encoded `file:` URI. Bytes outside the unreserved set
 /// (and `/` and a few sub-delimiters) are escaped, so any POSIX path, even non-UTF-8, round-trips.
+#[cfg(unix)]
 pub fn to_uri(path: &Path) -> String {
-    let mut uri = String::from("file://");
-    for &byte in path.as_os_str().as_bytes() {
+    encode(path.as_os_str().as_bytes())
+}
+
+/// [`to_uri`] for a path as bytes (a guest has no `std::os::unix`).
+pub fn encode(path: &[u8]) -> String {
+    let mut uri = String::with_capacity(path.len() + 7);
+    uri.push_str("file://");
+    for &byte in path {
         if byte.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@".contains(&byte) {
             uri.push(char::from(byte));
         } else {
-            uri.push_str(&format!("%{byte:02X}"));
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            uri.push('%');
+            uri.push(char::from(HEX[usize::from(byte >> 4)]));
+            uri.push(char::from(HEX[usize::from(byte & 15)]));
         }
     }
     uri
@@ -37,10 +50,26 @@ pub fn to_uri(path: &Path) -> String {
 
 /// Decodes a request path: a `file:` URI without authority, or a plain absolute path (taken
 /// literally, without percent-decoding).
+#[cfg(unix)]
 pub fn parse(value: &str) -> Result<PathBuf, PathUriError> {
+    decode(value).map(|bytes| PathBuf::from(OsString::from_vec(bytes)))
+}
+
+/// [`parse`] for a UTF-8 path (what a guest's string-typed capabilities take): a path that is
+/// not valid UTF-8 is refused.
+pub fn parse_utf8(value: &str) -> Result<String, PathUriError> {
+    let bytes = decode(value)?;
+    String::from_utf8(bytes).map_err(|_| PathUriError::InvalidUri {
+        uri: value.to_owned(),
+        reason: "the path is not valid UTF-8",
+    })
+}
+
+/// [`parse`] as bytes.
+pub fn decode(value: &str) -> Result<Vec<u8>, PathUriError> {
     let Some(rest) = strip_prefix_ignore_case(value, "file:") else {
         if value.starts_with('/') && !value.contains('\0') {
-            return Ok(PathBuf::from(value));
+            return Ok(value.as_bytes().to_vec());
         }
         return Err(PathUriError::NotAbsolute(value.to_owned()));
     };
@@ -68,7 +97,7 @@ pub fn parse(value: &str) -> Result<PathBuf, PathUriError> {
     if is_drive_letter(&bytes) {
         return Err(invalid("drive letters are not supported"));
     }
-    Ok(PathBuf::from(OsString::from_vec(bytes)))
+    Ok(bytes)
 }
 
 fn strip_prefix_ignore_case<'a>(value: &'a str, prefix: &str) -> Option<&'a str> {
@@ -101,7 +130,7 @@ fn is_drive_letter(path: &[u8]) -> bool {
         && matches!(path.get(3), None | Some(b'/'))
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
@@ -163,6 +192,14 @@ mod tests {
                 "{uri}"
             );
         }
+        assert_eq!(
+            parse_utf8("file:///a%FF"),
+            Err(PathUriError::InvalidUri {
+                uri: "file:///a%FF".to_owned(),
+                reason: "the path is not valid UTF-8"
+            })
+        );
+        assert_eq!(parse_utf8("file:///a%20b"), Ok("/a b".to_owned()));
         // A directory merely named like a drive is fine.
         assert_eq!(parse("file:///C:x"), Ok(PathBuf::from("/C:x")));
     }
