@@ -52,23 +52,53 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         return Err(RunError::NotPrepared);
     }
     let shutdown = shutdown_signal()?;
-    probe_sandbox(&settings).await?;
-    if settings.session_tasks.is_some() && settings.ceiling.processes {
-        process::cgroup::prepare().map_err(|reason| {
-            RunError::Sandbox(format!(
-                "cannot enforce --session-processes on this host: {reason}"
-            ))
-        })?;
-    }
+    // The probe runs a confined process through the supervisor (several ms, mostly in other
+    // processes): wexec loads and serves meanwhile. `process/start` waits for the verdict
+    // (`sandbox/kernel.rs`); a failed one under a ceiling that needs confinement ends wexec
+    // with the startup error, whether serving ends first or not.
+    let verdict = tokio::spawn(probe_sandbox(
+        settings.ceiling.processes,
+        settings.ceiling.mode,
+        settings.simulate_missing_sandbox,
+    ));
+    let verdict = async move {
+        verdict.await.map_err(|err| {
+            // Nothing waiting for the verdict may wait forever.
+            sandbox::kernel::record(Err(sandbox::kernel::Unavailable {
+                mechanism: "the sandbox probe".to_owned(),
+                detail: err.to_string(),
+            }));
+            RunError::Sandbox(format!("the sandbox probe failed: {err}"))
+        })?
+    };
+    let cgroups = settings.session_tasks.is_some() && settings.ceiling.processes;
     let (listen, token) = (settings.listen, settings.token.clone());
-    let server = server::ServerState::new(settings).await?;
-    let served = match listen {
-        Listen::Stdio => server::serve_stdio(server, shutdown)
-            .await
-            .map_err(RunError::Stdio),
-        Listen::WebSocket(addr) => server::serve_websocket(server, addr, token, shutdown)
-            .await
-            .map_err(RunError::from),
+    let serving = async move {
+        let server = server::ServerState::new(settings).await?;
+        if cgroups {
+            process::cgroup::prepare().map_err(|reason| {
+                RunError::Sandbox(format!(
+                    "cannot enforce --session-processes on this host: {reason}"
+                ))
+            })?;
+        }
+        match listen {
+            Listen::Stdio => server::serve_stdio(server, shutdown)
+                .await
+                .map_err(RunError::Stdio),
+            Listen::WebSocket(addr) => server::serve_websocket(server, addr, token, shutdown)
+                .await
+                .map_err(RunError::from),
+        }
+    };
+    let (mut verdict, mut serving) = (std::pin::pin!(verdict), std::pin::pin!(serving));
+    let served = tokio::select! {
+        biased;
+        verdict = &mut verdict => match verdict {
+            Ok(()) => serving.await,
+            Err(refused) => Err(refused),
+        },
+        served = &mut serving => verdict.await.and(served),
     };
     // Every process is gone: nothing of the sandbox stays on disk.
     sandbox::release_all();
@@ -78,11 +108,20 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
 
 /// Finds out whether this kernel can confine processes; refuses to serve when it cannot
 /// enforce the ceiling (docs/protocol.md §3.1), unless the ceiling is `danger-full-access`.
-async fn probe_sandbox(settings: &Settings) -> Result<(), RunError> {
-    if !settings.ceiling.processes {
+async fn probe_sandbox(
+    processes: bool,
+    mode: sandbox::Mode,
+    simulate_missing: bool,
+) -> Result<(), RunError> {
+    if !processes {
+        // Process methods are refused before they would ask.
+        sandbox::kernel::record(Err(sandbox::kernel::Unavailable {
+            mechanism: "processes".to_owned(),
+            detail: "disabled by --no-processes".to_owned(),
+        }));
         return Ok(());
     }
-    let outcome = if settings.simulate_missing_sandbox {
+    let outcome = if simulate_missing {
         Err(sandbox::kernel::Unavailable {
             mechanism: "user namespaces".to_owned(),
             detail: "simulated by --simulate-missing-sandbox".to_owned(),
@@ -95,10 +134,10 @@ async fn probe_sandbox(settings: &Settings) -> Result<(), RunError> {
             "processes cannot be confined on this kernel: {missing} ({})",
             missing.detail
         );
-        if settings.ceiling.mode != sandbox::Mode::DangerFullAccess {
+        if mode != sandbox::Mode::DangerFullAccess {
             return Err(RunError::Sandbox(format!(
                 "cannot enforce --sandbox {} on this kernel: {missing}; use --sandbox danger-full-access to run unconfined",
-                settings.ceiling.mode.name()
+                mode.name()
             )));
         }
     }

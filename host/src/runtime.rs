@@ -11,12 +11,14 @@
 mod bindings;
 pub mod builtin;
 mod cache;
+mod engine;
 mod environment;
 pub mod filesystem;
 pub mod http;
 pub mod inspect;
 mod json;
 mod limits;
+mod linked;
 mod log;
 mod responder;
 mod state;
@@ -25,13 +27,13 @@ pub mod threads;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::Duration;
 
-use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Engine, Store, UpdateDeadline};
 
 use self::bindings::exports::wexec::plugin::handler::PluginInfo;
 use self::bindings::wexec::plugin::types::Capability;
+use self::engine::Core;
+use self::linked::{Linked, Linking};
 use self::state::HostState;
 use crate::environment::EnvironmentFacts;
 use crate::grants::Grants;
@@ -48,12 +50,7 @@ pub const CONTRACT_VERSION: &str = "0.1.0";
 /// Idle instances a session keeps per plugin.
 pub const IDLE_INSTANCES_PER_PLUGIN: usize = 4;
 
-/// How often the epoch advances: the granularity of time limits, and how often a busy guest
-/// yields its thread back to the async runtime.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
-
-/// Plugin instances alive at once across all sessions (pooling allocator slots).
-const INSTANCE_SLOTS: u32 = 1_000;
+pub use self::engine::EPOCH_TICK;
 
 /// Names a plugin may not take: they belong to wexec's own method families.
 pub(crate) const RESERVED_NAMES: [&str; 9] = [
@@ -104,8 +101,10 @@ pub struct LoadedPlugin {
     capabilities: Vec<Capability>,
     /// Its filesystem roots, opened.
     roots: filesystem::Roots,
-    /// Linked and ready to instantiate.
-    pre: bindings::PluginPre<HostState>,
+    /// Linked and ready to instantiate, or being linked (`runtime/linked.rs`).
+    pre: Linked,
+    /// Its compile-cache key, when there is a cache.
+    cache_key: Option<String>,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -171,12 +170,12 @@ struct Table {
 
 /// The runtime.
 pub struct Runtime {
-    engine: Engine,
-    /// The compile cache, if usable.
-    cache: Option<cache::Cache>,
+    /// The engine and linker, built on their own thread (`runtime/engine.rs`).
+    core: Core,
+    /// The compile cache (if usable) and the engine's fingerprint, for linking.
+    linking: Linking,
     /// Directories no plugin's filesystem capability exposes (the compile cache).
     hidden: Vec<std::path::PathBuf>,
-    linker: Linker<HostState>,
     /// The largest memory limit the engine was configured for.
     max_memory: usize,
     table: RwLock<Arc<Table>>,
@@ -205,31 +204,102 @@ impl Runtime {
             .map(|spec| spec.limits.memory_bytes)
             .max()
             .unwrap_or(0);
-        let engine = engine(max_memory).map_err(|err| LoadError::Engine(format!("{err:#}")))?;
-        let linker = linker(&engine).map_err(|err| LoadError::Engine(format!("{err:#}")))?;
+        // The engine is built on its own thread (~5 ms); finding what the cache remembers
+        // needs no engine, and a start that finds everything remembered does not wait for it.
+        let core = Core::build(max_memory)
+            .map_err(|err| LoadError::Engine(format!("cannot start a thread: {err}")))?;
+        let cache = cache::default_dir().and_then(|dir| cache::Cache::open(&dir));
+        let fingerprint = engine::fingerprint(max_memory);
+        let keys: Vec<Option<String>> = specs
+            .iter()
+            .map(|spec| {
+                cache
+                    .as_ref()
+                    .map(|_| cache::key(&fingerprint, &spec.bytes))
+            })
+            .collect();
+        // Bundled plugins described before are validated from that and linked later.
+        let remembered: Vec<Option<PluginInfo>> = specs
+            .iter()
+            .zip(&keys)
+            .map(|(spec, key)| {
+                let (cache, key) = (cache.as_ref()?, key.as_deref()?);
+                spec.builtin
+                    .then(|| linked::remembered(cache, key))
+                    .flatten()
+            })
+            .collect();
         let shared = Arc::new(Shared {
             facts,
             plugins: Mutex::new(Vec::new()),
-            http: http::Client::new().map_err(|err| LoadError::Engine(err.to_string()))?,
+            http: http::Client::default(),
         });
-        let cache = cache::default_dir().and_then(|dir| cache::Cache::open(&dir));
         let hidden = cache
             .iter()
             .map(|cache| cache.dir().to_path_buf())
             .collect();
         let runtime = Self {
-            engine,
-            cache,
+            linking: Linking {
+                core: core.clone(),
+                cache,
+                fingerprint,
+            },
+            core,
             hidden,
-            linker,
             max_memory,
             table: RwLock::default(),
             shared,
             reloading: tokio::sync::Mutex::new(()),
         };
+        // The others are linked now. Deserializing (or compiling) and linking are CPU-bound
+        // and independent: one thread each, side by side. Startup serves nobody yet, so
+        // blocking this thread for them holds up nothing. Describing runs guest code: one after
+        // the other, in order.
+        let built = match remembered.iter().any(Option::is_none) {
+            true => Some(runtime.core.get().await.map_err(LoadError::Engine)?),
+            false => None,
+        };
+        let linking = &runtime.linking;
+        let mut linked = std::thread::scope(|scope| {
+            let threads: Vec<_> = specs
+                .iter()
+                .zip(&remembered)
+                .map(|(spec, remembered)| {
+                    let built = built.as_deref().filter(|_| remembered.is_none())?;
+                    Some(scope.spawn(move || linking.link(built, spec, None)))
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| {
+                    thread.map(|thread| {
+                        thread
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .into_iter();
         let mut plugins = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let plugin = runtime.prepare(spec).await?;
+        let mut later = Vec::new();
+        for ((spec, key), remembered) in specs.into_iter().zip(keys).zip(remembered) {
+            let plugin = match (remembered, linked.next().flatten()) {
+                (Some(info), _) => {
+                    let plugin = Arc::new(
+                        validate(info, &spec, Linked::pending(), key, &runtime.hidden)
+                            .map_err(|reason| invalid(&spec, reason))?,
+                    );
+                    later.push(Arc::clone(&plugin));
+                    plugin
+                }
+                (None, Some(pre)) => {
+                    let engine = built.as_ref().map(|built| &built.engine);
+                    let engine = engine.ok_or_else(|| invalid(&spec, "not linked".to_owned()))?;
+                    runtime.finish(engine, spec, pre?, key).await?
+                }
+                (None, None) => unreachable!("a plugin without a description is linked"),
+            };
             tracing::info!(
                 plugin = plugin.name,
                 version = plugin.version,
@@ -239,7 +309,9 @@ impl Runtime {
             plugins.push(plugin);
         }
         runtime.install(assemble(plugins)?);
-        start_epoch_ticker(runtime.engine.clone());
+        for plugin in later {
+            linked::link_in_background(plugin, runtime.linking.clone());
+        }
         Ok(runtime)
     }
 
@@ -293,30 +365,31 @@ impl Runtime {
 
     /// Compiles (or loads from the cache), links, describes and validates one plugin.
     async fn prepare(&self, spec: PluginSpec) -> Result<Arc<LoadedPlugin>, LoadError> {
-        // Some causes (wasmparser's) span lines; a startup error reads best on one.
-        let invalid = |reason: String| LoadError::Invalid {
-            origin: spec.origin.clone(),
-            reason: reason.split_whitespace().collect::<Vec<_>>().join(" "),
-        };
-        let compiled = match &self.cache {
-            Some(cache) => cache.load_or_compile(&self.engine, &spec.bytes),
-            None => wasmtime::component::Component::new(&self.engine, &spec.bytes),
-        };
-        let component = compiled
-            .map_err(|err| invalid(format!("not a valid WebAssembly component: {err:#}")))?;
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .and_then(bindings::PluginPre::new)
-            .map_err(|err| {
-                invalid(format!(
-                    "does not fit wexec's plugin contract wexec:plugin@{CONTRACT_VERSION}: {err:#}"
-                ))
-            })?;
-        let info = describe(&self.engine, &pre, &spec, &self.shared)
+        let built = self.core.get().await.map_err(LoadError::Engine)?;
+        let key = self.linking.key(&spec);
+        let pre = self.linking.link(&built, &spec, None)?;
+        self.finish(&built.engine, spec, pre, key).await
+    }
+
+    /// Describes and validates a linked plugin; remembers a bundled plugin's description.
+    async fn finish(
+        &self,
+        engine: &Engine,
+        spec: PluginSpec,
+        pre: bindings::PluginPre<HostState>,
+        key: Option<String>,
+    ) -> Result<Arc<LoadedPlugin>, LoadError> {
+        let info = describe(engine, &pre, &spec, &self.shared)
             .await
-            .map_err(invalid)?;
-        let plugin = validate(info, &spec, pre, &self.hidden).map_err(invalid)?;
+            .map_err(|reason| invalid(&spec, reason))?;
+        let description = linked::Description::of(&info);
+        let plugin = validate(info, &spec, Linked::ready(pre), key, &self.hidden)
+            .map_err(|reason| invalid(&spec, reason))?;
+        if let (true, Some(cache), Some(key)) =
+            (spec.builtin, &self.linking.cache, &plugin.cache_key)
+        {
+            linked::remember(cache, key, &description);
+        }
         Ok(Arc::new(plugin))
     }
 
@@ -412,6 +485,52 @@ impl Runtime {
         }
     }
 
+    /// `environmentInfo` for `initialize`: what the bundled `env` plugin's `environment/info`
+    /// returns. It is a function of the plugin, the host facts and the loaded plugins, so the
+    /// compile cache remembers it under a key of all three (`<env key>.environment.json`, one
+    /// file rewritten when they change), and a start whose inputs are unchanged answers without
+    /// waiting for the plugin to be linked.
+    pub async fn environment_info(&self) -> RpcResult {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Memo {
+            inputs: String,
+            info: serde_json::Value,
+        }
+        let plugin = self
+            .plugin_for(crate::protocol::ENVIRONMENT_INFO)
+            .ok_or_else(|| RpcError::method_not_found(crate::protocol::ENVIRONMENT_INFO))?;
+        let memo = match (&self.linking.cache, &plugin.cache_key) {
+            (Some(cache), Some(key)) if plugin.source.builtin => {
+                let facts = format!("{:?}", self.shared.facts);
+                let plugins = serde_json::to_vec(&self.summaries()).unwrap_or_default();
+                let inputs = cache::derived_key(&[key.as_bytes(), facts.as_bytes(), &plugins]);
+                Some((cache, format!("{key}.environment.json"), inputs))
+            }
+            _ => None,
+        };
+        if let Some((cache, name, inputs)) = &memo {
+            let remembered = cache
+                .memo(name)
+                .and_then(|data| serde_json::from_slice::<Memo>(&data).ok())
+                .filter(|memo| &memo.inputs == inputs);
+            // Re-encoded: what goes on the wire is compact JSON whatever the file holds.
+            if let Some(memo) = remembered {
+                return serde_json::value::to_raw_value(&memo.info)
+                    .map_err(|err| RpcError::internal_error(err.to_string()));
+            }
+        }
+        let info = self
+            .call_internal(crate::protocol::ENVIRONMENT_INFO)
+            .await?;
+        if let Some((cache, name, inputs)) = memo
+            && let Ok(info) = serde_json::from_str(info.get())
+            && let Ok(data) = serde_json::to_vec(&Memo { inputs, info })
+        {
+            cache.remember(&name, &data);
+        }
+        Ok(info)
+    }
+
     /// Calls a parameterless `method` for wexec itself (no client, no session).
     pub async fn call_internal(&self, method: &str) -> RpcResult {
         let Some(plugin) = self.plugin_for(method) else {
@@ -427,9 +546,19 @@ impl Runtime {
     }
 
     async fn instantiate(&self, plugin: &Arc<LoadedPlugin>) -> Result<Instance, RpcError> {
-        let mut store = new_store(&self.engine, Arc::clone(plugin), Arc::clone(&self.shared));
-        let bindings = plugin
+        let built = self.core.get().await.map_err(|reason| {
+            plugin_failed(
+                plugin,
+                &format!("the WebAssembly engine could not be built: {reason}"),
+            )
+        })?;
+        let pre = plugin
             .pre
+            .get(&self.linking, &plugin.source)
+            .await
+            .map_err(|reason| plugin_failed(plugin, reason))?;
+        let mut store = new_store(&built.engine, Arc::clone(plugin), Arc::clone(&self.shared));
+        let bindings = pre
             .instantiate_async(&mut store)
             .await
             .map_err(|err| failure(plugin, store.data(), &err))?;
@@ -437,29 +566,13 @@ impl Runtime {
     }
 }
 
-fn engine(max_memory: usize) -> wasmtime::Result<Engine> {
-    let mut pooling = wasmtime::PoolingAllocationConfig::default();
-    pooling
-        .total_component_instances(INSTANCE_SLOTS)
-        .total_core_instances(INSTANCE_SLOTS * 4)
-        .total_memories(INSTANCE_SLOTS)
-        .total_tables(INSTANCE_SLOTS * 4)
-        .total_stacks(INSTANCE_SLOTS)
-        .max_memory_size(max_memory.max(64 * 1024 * 1024))
-        .max_component_instance_size(1 << 20)
-        .max_core_instance_size(1 << 20);
-    let mut config = wasmtime::Config::new();
-    config
-        .epoch_interruption(true)
-        .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling));
-    Engine::new(&config)
-}
-
-fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
-    let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
-    bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
-    Ok(linker)
+/// `reason` as the load error of `spec`, on one line: some causes (wasmparser's) span lines, and
+/// a startup error reads best on one.
+fn invalid(spec: &PluginSpec, reason: String) -> LoadError {
+    LoadError::Invalid {
+        origin: spec.origin.clone(),
+        reason: reason.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
 }
 
 fn new_store(engine: &Engine, plugin: Arc<LoadedPlugin>, shared: Arc<Shared>) -> Store<HostState> {
@@ -482,20 +595,6 @@ fn new_store(engine: &Engine, plugin: Arc<LoadedPlugin>, shared: Arc<Shared>) ->
     store
 }
 
-fn start_epoch_ticker(engine: Engine) {
-    let ticker = std::thread::Builder::new()
-        .name("wexec-epoch".into())
-        .spawn(move || {
-            loop {
-                std::thread::sleep(EPOCH_TICK);
-                engine.increment_epoch();
-            }
-        });
-    if let Err(err) = ticker {
-        tracing::error!("cannot start the epoch ticker; plugin time limits will not apply: {err}");
-    }
-}
-
 /// Instantiates `pre` once to read the plugin's description, within the plugin's limits.
 async fn describe(
     engine: &Engine,
@@ -513,7 +612,8 @@ async fn describe(
         source: spec.clone(),
         capabilities: Vec::new(),
         roots: filesystem::Roots::default(),
-        pre: pre.clone(),
+        pre: Linked::ready(pre.clone()),
+        cache_key: None,
     });
     let mut store = new_store(engine, placeholder, Arc::clone(shared));
     store.data_mut().clock.start();
@@ -541,7 +641,8 @@ pub(crate) fn valid_plugin_name(name: &str) -> bool {
 fn validate(
     info: PluginInfo,
     spec: &PluginSpec,
-    pre: bindings::PluginPre<HostState>,
+    pre: Linked,
+    cache_key: Option<String>,
     hidden: &[std::path::PathBuf],
 ) -> Result<LoadedPlugin, String> {
     if info.contract != CONTRACT_VERSION {
@@ -606,6 +707,7 @@ fn validate(
         capabilities: info.capabilities,
         roots,
         pre,
+        cache_key,
     })
 }
 

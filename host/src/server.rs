@@ -25,7 +25,6 @@ use crate::environment::EnvironmentFacts;
 use crate::transport::budget::InboundBudget;
 use serde_json::value::RawValue;
 
-use crate::protocol;
 use crate::runtime::{LoadError, Runtime};
 use crate::transport::{stdio, websocket};
 
@@ -93,7 +92,7 @@ impl ServerState {
 
     async fn query_environment_info(runtime: &Runtime) -> Result<Box<RawValue>, LoadError> {
         runtime
-            .call_internal(protocol::ENVIRONMENT_INFO)
+            .environment_info()
             .await
             .map_err(|err| LoadError::Invalid {
                 origin: "built-in env".into(),

@@ -579,20 +579,22 @@ async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
         artifacts
     };
     let written = snapshot();
-    let with_extension = |ext: &str| {
+    let ending = |suffix: &str| {
         written
             .iter()
-            .filter(|(path, _)| path.extension().is_some_and(|found| found == ext))
+            .filter(|(path, _)| path.to_string_lossy().ends_with(suffix))
             .count()
     };
     assert_eq!(
         (
-            with_extension("cwasm"),
-            with_extension("sha256"),
+            ending(".cwasm"),
+            ending(".sha256"),
+            ending(".describe.json"),
+            ending(".environment.json"),
             written.len()
         ),
-        (4, 4, 8),
-        "the three bundled plugins and the probe, each with its digest: {written:?}"
+        (4, 4, 3, 1, 12),
+        "the three bundled plugins and the probe, each with its digest; the bundled plugins' descriptions and the env plugin's environmentInfo: {written:?}"
     );
 
     let (_second, mut client) = run();
@@ -603,4 +605,70 @@ async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
         written,
         "the second start loaded every artifact instead of compiling again"
     );
+}
+
+/// A start whose bundled plugins and environment the cache remembers answers from those
+/// memos, but never with stale or broken ones: another working directory gets its own
+/// `environmentInfo`, and unreadable memos are derived again (and the plugins still load).
+#[tokio::test]
+async fn remembered_descriptions_and_environment_follow_their_inputs() {
+    let cache = TempDir::new();
+    let (here, there) = (TempDir::new(), TempDir::new());
+    let start = |cwd: &std::path::Path| {
+        let mut cmd = command(&["--fs-root", &cwd.display().to_string()]);
+        cmd.env("XDG_CACHE_HOME", cache.path()).current_dir(cwd);
+        spawn_stdio_with(cmd)
+    };
+    let cwd_of = |info: &Value| info["environmentInfo"]["cwd"].as_str().map(str::to_owned);
+    let file_uri = |dir: &std::path::Path| {
+        format!(
+            "file://{}",
+            std::fs::canonicalize(dir).expect("canonical").display()
+        )
+    };
+    for dir in [here.path(), here.path(), there.path(), here.path()] {
+        let (_server, mut client) = start(dir);
+        let info = client.handshake().await;
+        assert_eq!(cwd_of(&info), Some(file_uri(dir)));
+        assert_eq!(
+            client.call("environment/info", Value::Null).await,
+            info["environmentInfo"],
+            "initialize and environment/info agree"
+        );
+        std::fs::write(dir.join("a.txt"), "a").expect("write");
+        let read = json!({"path": dir.join("a.txt").display().to_string()});
+        assert_eq!(client.call("fs/readFile", read).await["dataBase64"], "YQ==");
+    }
+    let memos: Vec<_> = std::fs::read_dir(cache.path().join("wexec"))
+        .expect("cache dir")
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.to_string_lossy().ends_with(".json"))
+        .collect();
+    assert_eq!(
+        memos.len(),
+        4,
+        "three descriptions, one environment: {memos:?}"
+    );
+    for memo in &memos {
+        std::fs::write(memo, "{\"name\":").expect("break the memo");
+    }
+    let (_server, mut client) = start(here.path());
+    let info = client.handshake().await;
+    assert_eq!(cwd_of(&info), Some(file_uri(here.path())));
+    let names: Vec<&str> = info["environmentInfo"]["wexec"]["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .filter_map(|plugin| plugin["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["fs", "http", "env"]);
+    for memo in &memos {
+        let text = std::fs::read_to_string(memo).expect("memo");
+        assert!(
+            serde_json::from_str::<Value>(&text).is_ok(),
+            "{} derived again: {text}",
+            memo.display()
+        );
+    }
 }

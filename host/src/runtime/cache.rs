@@ -1,6 +1,8 @@
 //! Compiled components cached on disk, keyed by the component's content hash and the engine's
 //! configuration, so a restart does not recompile (a compile costs hundreds of milliseconds, a
-//! cached load a few).
+//! cached load a few). The key does not need the engine ([`Cache::lookup`] runs while it is
+//! being built, off wexec's startup path): it hashes a fingerprint of the configuration wexec
+//! builds the engine from; wasmtime checks an artifact's compatibility again when loading it.
 //!
 //! A cached artifact is native code wexec will run, so it is trusted only as far as this
 //! holds (docs/plugins.md, "The compile cache"):
@@ -16,7 +18,6 @@
 //! - the artifact is read into memory, checked, and deserialized from there, so a file changed
 //!   under a running wexec cannot affect it (a mapped file cut short would raise SIGBUS).
 
-use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -108,45 +109,65 @@ impl Cache {
         &self.dir
     }
 
-    /// Compiles `bytes`, or loads the artifact an earlier compile cached, once it matches its
-    /// digest.
-    pub fn load_or_compile(&self, engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Component> {
-        let key = cache_key(engine, bytes);
-        let dir = self.handle.as_fd();
+    /// What the cache holds for component `bytes` compiled under the engine configuration
+    /// `fingerprint`: read and checked against its digest, without the engine, so this runs
+    /// while the engine is being built.
+    pub fn lookup(&self, fingerprint: &str, bytes: &[u8]) -> Entry {
+        let key = key(fingerprint, bytes);
         let (artifact_name, digest_name) = (format!("{key}.cwasm"), format!("{key}.sha256"));
-        let artifact = self.dir.join(&artifact_name);
-        match verified(dir, &artifact_name, &digest_name) {
-            Ok(Some(data)) => {
-                #[expect(
-                    unsafe_code,
-                    reason = "loading a precompiled artifact is unsafe in wasmtime's API"
-                )]
-                // SAFETY: `data` is, byte for byte, what `serialize` below produced under a
-                // name hashing the component and the engine configuration: its SHA-256 matches
-                // the digest written with it, in a directory only this user can write and no
-                // plugin can reach. wasmtime also checks the header and compatibility.
-                let loaded = unsafe { Component::deserialize(engine, &data) };
-                match loaded {
-                    Ok(component) => return Ok(component),
-                    Err(err) => tracing::warn!(
-                        "ignoring unusable cached component {}: {err}",
-                        artifact.display()
-                    ),
-                }
+        let artifact = match verified(self.handle.as_fd(), &artifact_name, &digest_name) {
+            Ok(found) => found,
+            Err(reason) => {
+                tracing::warn!(
+                    "recompiling: cached component {} {reason}",
+                    self.dir.join(&artifact_name).display()
+                );
+                None
             }
-            Ok(None) => {}
-            Err(reason) => tracing::warn!(
-                "recompiling: cached component {} {reason}",
-                artifact.display()
-            ),
+        };
+        Entry { key, artifact }
+    }
+
+    /// The component `entry` was looked up for: deserialized from its verified artifact, or
+    /// compiled from `bytes` (and cached) when there is none or it is unusable.
+    pub fn load_or_compile(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        entry: Entry,
+    ) -> wasmtime::Result<Component> {
+        let dir = self.handle.as_fd();
+        let (artifact_name, digest_name) = (
+            format!("{}.cwasm", entry.key),
+            format!("{}.sha256", entry.key),
+        );
+        let artifact = self.dir.join(&artifact_name);
+        if let Some(data) = entry.artifact {
+            #[expect(
+                unsafe_code,
+                reason = "loading a precompiled artifact is unsafe in wasmtime's API"
+            )]
+            // SAFETY: `data` is, byte for byte, what `serialize` below produced under a name
+            // hashing the component and the engine configuration: its SHA-256 matches the
+            // digest written with it, in a directory only this user can write and no plugin
+            // can reach. wasmtime also checks the header and compatibility (an artifact of
+            // another engine configuration or version is refused, and compiled anew).
+            let loaded = unsafe { Component::deserialize(engine, &data) };
+            match loaded {
+                Ok(component) => return Ok(component),
+                Err(err) => tracing::warn!(
+                    "ignoring unusable cached component {}: {err}",
+                    artifact.display()
+                ),
+            }
         }
         let component = Component::new(engine, bytes)?;
         match component.serialize() {
             Ok(data) => {
                 let sum = hex(&Sha256::digest(&data));
                 // The artifact first: a digest without its artifact never matches.
-                let written = write_atomically(dir, &artifact_name, &data)
-                    .and_then(|()| write_atomically(dir, &digest_name, sum.as_bytes()));
+                let written = write_atomically(dir, &artifact_name, &data, true)
+                    .and_then(|()| write_atomically(dir, &digest_name, sum.as_bytes(), true));
                 if let Err(err) = written {
                     tracing::warn!(
                         "cannot cache compiled component at {}: {err}",
@@ -158,6 +179,42 @@ impl Cache {
         }
         Ok(component)
     }
+}
+
+/// One component's place in the cache: its key, and its artifact when one is cached and
+/// matches its digest.
+#[derive(Debug)]
+pub struct Entry {
+    key: String,
+    artifact: Option<Vec<u8>>,
+}
+
+/// Largest remembered result read back (descriptions and `environmentInfo` are a few KiB).
+const MAX_MEMO_BYTES: u64 = 1024 * 1024;
+
+impl Cache {
+    /// What [`Self::remember`] wrote as `name`, if anything.
+    pub fn memo(&self, name: &str) -> Option<Vec<u8>> {
+        read_regular(self.handle.as_fd(), name, MAX_MEMO_BYTES).ok()
+    }
+
+    /// Writes `data` as `name` (a key-derived name). Not synced to disk: a memo lost or cut
+    /// short by a crash reads back as nothing, and is derived again.
+    pub fn remember(&self, name: &str, data: &[u8]) {
+        if let Err(err) = write_atomically(self.handle.as_fd(), name, data, false) {
+            tracing::warn!("cannot cache {}: {err}", self.dir.join(name).display());
+        }
+    }
+}
+
+/// SHA-256 over `parts` (each length-prefixed), as hex: the key of a result derived from them.
+pub fn derived_key(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.len().to_le_bytes());
+        hasher.update(part);
+    }
+    hex(&hasher.finalize())
 }
 
 /// The cached artifact `artifact` in `dir`, read into memory, if it is there and matches its
@@ -203,33 +260,28 @@ fn read_regular(
     Ok(data)
 }
 
-/// SHA-256 of the component, the engine's compatibility hash and wexec's version.
-fn cache_key(engine: &Engine, bytes: &[u8]) -> String {
-    struct ShaHasher(Sha256);
-    impl Hasher for ShaHasher {
-        fn finish(&self) -> u64 {
-            0
-        }
-        fn write(&mut self, bytes: &[u8]) {
-            self.0.update(bytes);
-        }
+/// The cache key of component `bytes`: SHA-256 of the component, the engine configuration's
+/// fingerprint and wexec's version.
+pub fn key(fingerprint: &str, bytes: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(bytes);
+    for part in [fingerprint, crate::environment::VERSION] {
+        hasher.update(part.len().to_le_bytes());
+        hasher.update(part.as_bytes());
     }
-    let mut hasher = ShaHasher(Sha256::new());
-    hasher.write(bytes);
-    engine.precompile_compatibility_hash().hash(&mut hasher);
-    hasher.write(crate::environment::VERSION.as_bytes());
-    hex(&hasher.0.finalize())
+    hex(&hasher.finalize())
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Writes `name` in `dir` through a new private file renamed over it.
+/// Writes `name` in `dir` through a new private file renamed over it, synced first if `sync`.
 fn write_atomically(
     dir: std::os::fd::BorrowedFd<'_>,
     name: &str,
     data: &[u8],
+    sync: bool,
 ) -> std::io::Result<()> {
     let temporary = format!("{name}.tmp{}", std::process::id());
     let mut file = std::fs::File::from(rustix::fs::openat(
@@ -239,7 +291,9 @@ fn write_atomically(
         Mode::from_raw_mode(0o600),
     )?);
     file.write_all(data)?;
-    file.sync_all()?;
+    if sync {
+        file.sync_all()?;
+    }
     Ok(rustix::fs::renameat(dir, &temporary, dir, name)?)
 }
 
@@ -261,7 +315,7 @@ mod tests {
         let cache = Cache::open(&path).unwrap();
         let dir = cache.handle.as_fd();
         assert_eq!(verified(dir, "k.cwasm", "k.sha256"), Ok(None));
-        write_atomically(dir, "k.cwasm", b"compiled").unwrap();
+        write_atomically(dir, "k.cwasm", b"compiled", true).unwrap();
         assert!(
             verified(dir, "k.cwasm", "k.sha256")
                 .unwrap_err()
@@ -271,6 +325,7 @@ mod tests {
             dir,
             "k.sha256",
             hex(&Sha256::digest(b"compiled")).as_bytes(),
+            true,
         )
         .unwrap();
         assert_eq!(
@@ -299,7 +354,7 @@ mod tests {
         let elsewhere = cache_dir("moved-away");
         std::fs::rename(&path, &elsewhere).unwrap();
         std::fs::create_dir(&path).unwrap();
-        write_atomically(cache.handle.as_fd(), "k.cwasm", b"compiled").unwrap();
+        write_atomically(cache.handle.as_fd(), "k.cwasm", b"compiled", true).unwrap();
         assert!(elsewhere.join("k.cwasm").is_file());
         assert!(!path.join("k.cwasm").exists());
         std::fs::remove_dir_all(&path).unwrap();

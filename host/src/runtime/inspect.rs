@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use wasmtime::component::Component;
 
 use super::bindings::wexec::plugin::types::Capability;
+use super::engine::Core;
+use super::linked::Linked;
 use super::{
-    CONTRACT_VERSION, Limits, LoadError, PluginSpec, Shared, bindings, describe, engine, http,
-    linker, start_epoch_ticker, validate,
+    CONTRACT_VERSION, Limits, LoadError, PluginSpec, Shared, bindings, describe, http, validate,
 };
 use crate::environment::EnvironmentFacts;
 use crate::grants::Grants;
@@ -47,9 +48,9 @@ pub struct Described {
 /// Inspects `bytes` (from `origin`, for messages).
 pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadError> {
     let limits = Limits::default();
-    let engine =
-        engine(limits.memory_bytes).map_err(|err| LoadError::Engine(format!("{err:#}")))?;
-    let component = match Component::new(&engine, &bytes) {
+    let built = Core::build_here(limits.memory_bytes).map_err(LoadError::Engine)?;
+    let (engine, linker) = (&built.engine, &built.linker);
+    let component = match Component::new(engine, &bytes) {
         Ok(component) => component,
         Err(err) => {
             return Ok(Inspection {
@@ -62,11 +63,10 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
         }
     };
     let kind = component.component_type();
-    let packages = (kind.imports(&engine).map(|(name, _)| name))
-        .chain(kind.exports(&engine).map(|(name, _)| name))
+    let packages = (kind.imports(engine).map(|(name, _)| name))
+        .chain(kind.exports(engine).map(|(name, _)| name))
         .filter_map(package_of)
         .collect();
-    let linker = linker(&engine).map_err(|err| LoadError::Engine(format!("{err:#}")))?;
     let pre = match linker
         .instantiate_pre(&component)
         .and_then(bindings::PluginPre::new)
@@ -86,7 +86,7 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
     let shared = Arc::new(Shared {
         facts: Arc::new(EnvironmentFacts::gather()),
         plugins: Mutex::new(Vec::new()),
-        http: http::Client::new().map_err(|err| LoadError::Engine(err.to_string()))?,
+        http: http::Client::default(),
     });
     let spec = PluginSpec {
         origin: origin.to_owned(),
@@ -95,8 +95,7 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
         limits,
         builtin: false,
     };
-    start_epoch_ticker(engine.clone());
-    let info = match describe(&engine, &pre, &spec, &shared).await {
+    let info = match describe(engine, &pre, &spec, &shared).await {
         Ok(info) => info,
         Err(reason) => {
             return Ok(Inspection {
@@ -120,7 +119,9 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
             .collect(),
         env_vars: info.env_vars.clone(),
     };
-    let verdict = validate(info, &spec, pre, &[]).map(drop).map_err(one_line);
+    let verdict = validate(info, &spec, Linked::ready(pre), None, &[])
+        .map(drop)
+        .map_err(one_line);
     Ok(Inspection {
         packages,
         described: Some(described),

@@ -233,7 +233,8 @@ async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_we
         client.call("fs/readFile", note.clone()).await["dataBase64"],
         "bm90ZQ=="
     );
-    // Logged at startup, before the handshake answered (stderr is read as it comes).
+    // Logged when each plugin is linked: at startup, or in the background just after for the
+    // bundled plugins (stderr is read as it comes).
     let mut log = server.stderr_containing("does not match its digest").await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while log.matches("does not match its digest").count() < found.len()

@@ -74,8 +74,10 @@ pub fn serve(sockets: [OwnedFd; 3]) -> ! {
     else {
         exit(1)
     };
-    for kind in Kind::ALL {
-        for _ in 0..SPARES {
+    // One of each kind first, the confined one before the others: wexec's startup probe
+    // takes one, and the first start of each kind should not wait for a second of another.
+    for _ in 0..SPARES {
+        for kind in [Kind::Confined, Kind::Plain, Kind::ConfinedNetwork] {
             fork_spare(kind, &sockets[kind.index()], &wake_write);
         }
     }

@@ -33,6 +33,9 @@ pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
     let env = child_env(host_env, &params.env, params.env_policy.as_ref());
     let tmpdir = env.get("TMPDIR").map(std::path::PathBuf::from);
+    // The startup probe may still be running (its verdict decides whether confinement is
+    // possible): wait for it, a few milliseconds at most after wexec started.
+    sandbox::kernel::settled().await;
     let policy = sandbox::process_policy(
         &ctx.server.processes.ceiling,
         params.sandbox.as_ref(),

@@ -1,0 +1,146 @@
+//! The wasmtime engine and linker every plugin runs on, and the thread that builds them.
+//!
+//! Building the engine costs ~5 ms, nearly all of it the kernel setting up the instance pools
+//! (a guard page per fiber stack, one `mprotect` each). It is built on its own thread, which then
+//! stays as the epoch ticker: what needs it waits for it ([`Core::get`]), and a start that can
+//! answer its first requests from what the compile cache remembers does not wait at all
+//! (`runtime/linked.rs`).
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use wasmtime::Engine;
+use wasmtime::component::{HasSelf, Linker};
+
+use super::bindings;
+use super::state::HostState;
+
+/// How often the epoch advances. A guest's time is checked at each tick; a busy guest also
+/// yields its thread back to the async runtime.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// Plugin instances alive at once across all sessions (pooling allocator slots).
+const INSTANCE_SLOTS: u32 = 1_000;
+
+/// The smallest linear-memory reservation an engine is built with.
+const MIN_MAX_MEMORY: usize = 64 * 1024 * 1024;
+
+/// The engine and the linker with every host import.
+pub struct Built {
+    /// The engine.
+    pub engine: Engine,
+    /// The linker.
+    pub linker: Linker<HostState>,
+}
+
+/// The engine and linker being built, or built.
+#[derive(Clone)]
+pub struct Core {
+    built: watch::Receiver<Option<Result<Arc<Built>, String>>>,
+    /// The build's outcome once seen: later calls read it without a lock.
+    seen: Arc<OnceLock<Result<Arc<Built>, String>>>,
+}
+
+impl Core {
+    /// Starts building an engine whose memories may grow to `max_memory` bytes. Its thread
+    /// ticks the epoch afterwards.
+    pub fn build(max_memory: usize) -> std::io::Result<Self> {
+        let (done, built) = watch::channel(None);
+        std::thread::Builder::new()
+            .name("wexec-engine".into())
+            .spawn(move || {
+                let outcome = engine(max_memory)
+                    .and_then(|engine| {
+                        Ok(Arc::new(Built {
+                            linker: linker(&engine)?,
+                            engine,
+                        }))
+                    })
+                    .map_err(|err| format!("{err:#}"));
+                let engine = outcome.as_ref().ok().map(|built| built.engine.clone());
+                done.send_replace(Some(outcome));
+                if let Some(engine) = engine {
+                    tick(&engine);
+                }
+            })?;
+        Ok(Self {
+            built,
+            seen: Arc::default(),
+        })
+    }
+
+    /// Builds a core on this thread and starts its epoch ticker (`wexec plugin inspect`).
+    pub fn build_here(max_memory: usize) -> Result<Built, String> {
+        let engine = engine(max_memory).map_err(|err| format!("{err:#}"))?;
+        let linker = linker(&engine).map_err(|err| format!("{err:#}"))?;
+        let ticking = engine.clone();
+        let ticker = std::thread::Builder::new()
+            .name("wexec-epoch".into())
+            .spawn(move || tick(&ticking));
+        if let Err(err) = ticker {
+            tracing::error!(
+                "cannot start the epoch ticker; plugin time limits will not apply: {err}"
+            );
+        }
+        Ok(Built { engine, linker })
+    }
+
+    /// The engine and linker, once built; the build's error if it failed.
+    pub async fn get(&self) -> Result<Arc<Built>, String> {
+        if let Some(seen) = self.seen.get() {
+            return seen.clone();
+        }
+        let mut built = self.built.clone();
+        let outcome = match built.wait_for(Option::is_some).await {
+            Ok(outcome) => outcome
+                .clone()
+                .unwrap_or_else(|| Err("the engine was not built".to_owned())),
+            Err(_) => Err("the engine's build thread is gone".to_owned()),
+        };
+        self.seen.get_or_init(|| outcome).clone()
+    }
+}
+
+/// What the compile cache keys artifacts by besides the component: everything [`engine`] sets
+/// that can change the code compiled (wasmtime's version is in the artifact, and checked).
+pub fn fingerprint(max_memory: usize) -> String {
+    format!(
+        "pooling slots={INSTANCE_SLOTS} max-memory={} epoch-interruption {}",
+        max_memory.max(MIN_MAX_MEMORY),
+        std::env::consts::ARCH
+    )
+}
+
+fn engine(max_memory: usize) -> wasmtime::Result<Engine> {
+    let mut pooling = wasmtime::PoolingAllocationConfig::default();
+    pooling
+        .total_component_instances(INSTANCE_SLOTS)
+        .total_core_instances(INSTANCE_SLOTS * 4)
+        .total_memories(INSTANCE_SLOTS)
+        .total_tables(INSTANCE_SLOTS * 4)
+        .total_stacks(INSTANCE_SLOTS)
+        .max_memory_size(max_memory.max(MIN_MAX_MEMORY))
+        .max_component_instance_size(1 << 20)
+        .max_core_instance_size(1 << 20);
+    let mut config = wasmtime::Config::new();
+    config
+        .epoch_interruption(true)
+        .allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pooling));
+    Engine::new(&config)
+}
+
+fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+    bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
+    Ok(linker)
+}
+
+/// Advances `engine`'s epoch every [`EPOCH_TICK`], for as long as wexec runs.
+fn tick(engine: &Engine) {
+    loop {
+        std::thread::sleep(EPOCH_TICK);
+        engine.increment_epoch();
+    }
+}

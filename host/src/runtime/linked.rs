@@ -1,0 +1,239 @@
+//! A plugin's component, linked and ready to instantiate.
+//!
+//! Linking (deserializing the compiled artifact, or compiling, then type-checking its imports)
+//! is most of what a start costs after the engine. A bundled plugin whose description the
+//! compile cache remembers from an earlier start (its component, the engine configuration and
+//! wexec's version unchanged: the same cache key) need not be linked before wexec answers: it is
+//! validated from that description, and linked in the background while wexec already serves.
+//! Its first call waits for the link if it has not finished. Only bundled plugins take this
+//! path: wexec knows their `describe` is a constant; an operator's plugin is described by
+//! running it, every start.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::bindings::exports::wexec::plugin::handler::PluginInfo;
+use super::bindings::wexec::plugin::types::Capability;
+use super::bindings::{self, PluginPre};
+use super::cache::{Cache, Entry};
+use super::engine::{Built, Core};
+use super::state::HostState;
+use super::{CONTRACT_VERSION, LoadError, PluginSpec, invalid};
+
+/// What linking needs, shared by the runtime and the background links it starts.
+#[derive(Clone)]
+pub struct Linking {
+    pub core: Core,
+    pub cache: Option<Cache>,
+    /// The engine configuration's fingerprint, part of every cache key.
+    pub fingerprint: String,
+}
+
+impl Linking {
+    /// The cache key of `spec`'s component, if there is a cache.
+    pub fn key(&self, spec: &PluginSpec) -> Option<String> {
+        self.cache
+            .as_ref()
+            .map(|_| super::cache::key(&self.fingerprint, &spec.bytes))
+    }
+
+    /// Compiles `spec` on `built`'s engine (or loads what `entry`, or a lookup now, finds in
+    /// the cache) and links it.
+    pub fn link(
+        &self,
+        built: &Built,
+        spec: &PluginSpec,
+        entry: Option<Entry>,
+    ) -> Result<PluginPre<HostState>, LoadError> {
+        let engine = &built.engine;
+        let compiled = match (&self.cache, entry) {
+            (Some(cache), Some(entry)) => cache.load_or_compile(engine, &spec.bytes, entry),
+            (Some(cache), None) => {
+                let entry = cache.lookup(&self.fingerprint, &spec.bytes);
+                cache.load_or_compile(engine, &spec.bytes, entry)
+            }
+            (None, _) => wasmtime::component::Component::new(engine, &spec.bytes),
+        };
+        let component = compiled
+            .map_err(|err| invalid(spec, format!("not a valid WebAssembly component: {err:#}")))?;
+        built
+            .linker
+            .instantiate_pre(&component)
+            .and_then(bindings::PluginPre::new)
+            .map_err(|err| {
+                invalid(
+                    spec,
+                    format!(
+                        "does not fit wexec's plugin contract wexec:plugin@{CONTRACT_VERSION}: {err:#}"
+                    ),
+                )
+            })
+    }
+}
+
+/// The linked component: at hand, or being linked.
+pub struct Linked(tokio::sync::OnceCell<Result<PluginPre<HostState>, String>>);
+
+impl Linked {
+    /// Linked already.
+    pub fn ready(pre: PluginPre<HostState>) -> Self {
+        Self(tokio::sync::OnceCell::new_with(Some(Ok(pre))))
+    }
+
+    /// To be linked (by [`Self::get`], or a background link that got there first).
+    pub fn pending() -> Self {
+        Self(tokio::sync::OnceCell::new())
+    }
+
+    /// The linked component, linking `spec` on the blocking pool unless it is linked or being
+    /// linked already (then this waits for that). A failure is kept: the plugin's calls fail
+    /// with it.
+    pub async fn get(
+        &self,
+        linking: &Linking,
+        spec: &PluginSpec,
+    ) -> Result<&PluginPre<HostState>, &str> {
+        let outcome = self
+            .0
+            .get_or_init(|| {
+                let (linking, spec) = (linking.clone(), spec.clone());
+                async move {
+                    let origin = spec.origin.clone();
+                    let built = linking.core.get().await.map_err(|err| {
+                        format!("the WebAssembly engine could not be built: {err}")
+                    })?;
+                    let linked =
+                        tokio::task::spawn_blocking(move || linking.link(&built, &spec, None))
+                            .await
+                            .map_err(|err| format!("its link did not finish: {err}"))
+                            .and_then(|linked| linked.map_err(|err| err.to_string()));
+                    match &linked {
+                        Ok(_) => tracing::debug!(origin, "plugin linked in the background"),
+                        Err(err) => tracing::error!("plugin {origin} cannot be used: {err}"),
+                    }
+                    linked
+                }
+            })
+            .await;
+        outcome.as_ref().map_err(String::as_str)
+    }
+}
+
+/// Links `spec` into `linked` in the background, so its first call rarely waits.
+pub fn link_in_background(linked: Arc<super::LoadedPlugin>, linking: Linking) {
+    tokio::spawn(async move {
+        let _ = linked.pre.get(&linking, &linked.source).await;
+    });
+}
+
+/// A plugin's description as the compile cache remembers it (`<key>.describe.json`).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Description {
+    name: String,
+    version: String,
+    contract: String,
+    methods: Vec<String>,
+    capabilities: Vec<String>,
+    env_vars: Vec<String>,
+}
+
+impl Description {
+    /// What `info` says, to remember.
+    pub fn of(info: &PluginInfo) -> Self {
+        Self {
+            name: info.name.clone(),
+            version: info.version.clone(),
+            contract: info.contract.clone(),
+            methods: info.methods.clone(),
+            capabilities: info
+                .capabilities
+                .iter()
+                .map(|capability| capability_name(*capability).to_owned())
+                .collect(),
+            env_vars: info.env_vars.clone(),
+        }
+    }
+
+    /// The description back, if every capability it names is one this contract has.
+    pub fn into_info(self) -> Option<PluginInfo> {
+        let capabilities = self
+            .capabilities
+            .iter()
+            .map(|name| {
+                [
+                    Capability::Filesystem,
+                    Capability::Http,
+                    Capability::EnvironmentVars,
+                ]
+                .into_iter()
+                .find(|capability| capability_name(*capability) == name)
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(PluginInfo {
+            name: self.name,
+            version: self.version,
+            contract: self.contract,
+            methods: self.methods,
+            capabilities,
+            env_vars: self.env_vars,
+        })
+    }
+}
+
+fn capability_name(capability: Capability) -> &'static str {
+    match capability {
+        Capability::Filesystem => "filesystem",
+        Capability::Http => "http",
+        Capability::EnvironmentVars => "environment-vars",
+    }
+}
+
+/// The cached description of the component with cache key `key`, if one was remembered.
+pub fn remembered(cache: &Cache, key: &str) -> Option<PluginInfo> {
+    let data = cache.memo(&format!("{key}.describe.json"))?;
+    serde_json::from_slice::<Description>(&data)
+        .ok()?
+        .into_info()
+}
+
+/// Remembers `description` as that of the component with cache key `key`.
+pub fn remember(cache: &Cache, key: &str, description: &Description) {
+    if let Ok(data) = serde_json::to_vec(description) {
+        cache.remember(&format!("{key}.describe.json"), &data);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_description_round_trips_and_an_unknown_capability_is_refused() {
+        let info = PluginInfo {
+            name: "fs".into(),
+            version: "1.0.0".into(),
+            contract: CONTRACT_VERSION.into(),
+            methods: vec!["fs/readFile".into()],
+            capabilities: vec![Capability::Filesystem, Capability::EnvironmentVars],
+            env_vars: vec!["HOME".into()],
+        };
+        let text = serde_json::to_string(&Description::of(&info)).unwrap();
+        let back = serde_json::from_str::<Description>(&text)
+            .unwrap()
+            .into_info()
+            .unwrap();
+        assert_eq!(back.name, "fs");
+        assert_eq!(back.capabilities, info.capabilities);
+        assert_eq!(back.env_vars, info.env_vars);
+        let forged = text
+            .replace("\"http\"", "\"x\"")
+            .replace("\"filesystem\"", "\"root\"");
+        assert!(
+            serde_json::from_str::<Description>(&forged)
+                .unwrap()
+                .into_info()
+                .is_none()
+        );
+    }
+}
