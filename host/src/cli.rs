@@ -445,6 +445,8 @@ impl Options {
             readable,
             process_network: self.process_network || config.process_network == Some(true),
             processes: !self.no_processes && config.processes != Some(false),
+            // Filled in once the runtime has opened its compile cache.
+            protected: Vec::new(),
         })
     }
 

@@ -406,6 +406,11 @@ impl Runtime {
         Arc::clone(&self.table.read().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// Directories no plugin may reach and no process may write: the compile cache.
+    pub fn hidden(&self) -> &[std::path::PathBuf] {
+        &self.hidden
+    }
+
     /// The plugin serving `method`, if any.
     pub fn plugin_for(&self, method: &str) -> Option<Arc<LoadedPlugin>> {
         let table = self.table();

@@ -72,13 +72,17 @@ impl ServerState {
         let runtime = Runtime::load(settings.plugins, environment).await?;
         let environment_info = Self::query_environment_info(&runtime).await?;
         let limits = settings.limits;
+        let protected = runtime.hidden().to_vec();
         let server = Arc::new(Self {
             sessions: SessionRegistry::new(settings.detach_ttl, limits),
             inbound: InboundBudget::new(limits.inbound_bytes),
             connections: Counter::new(limits.max_connections),
             runtime,
             processes: ProcessSettings {
-                ceiling: settings.ceiling,
+                ceiling: crate::sandbox::Ceiling {
+                    protected,
+                    ..settings.ceiling
+                },
                 limits: settings.process_limits,
                 session_tasks: settings.session_tasks,
             },

@@ -55,6 +55,9 @@ pub struct Ceiling {
     pub process_network: bool,
     /// `false` with `--no-processes`.
     pub processes: bool,
+    /// Canonical directories no process may write whatever the roots say: wexec's compile cache,
+    /// whose artifacts are native code wexec runs (docs/sandbox.md, "What is protected").
+    pub protected: Vec<PathBuf>,
 }
 
 impl Default for Ceiling {
@@ -65,6 +68,7 @@ impl Default for Ceiling {
             readable: None,
             process_network: false,
             processes: true,
+            protected: Vec::new(),
         }
     }
 }
@@ -97,6 +101,12 @@ impl Ceiling {
         if self.mode == Mode::WorkspaceWrite {
             for path in &self.writable {
                 rules.add(path.clone(), Level::Write);
+            }
+            // Read-only inside a writable root; left as the rest where nothing made it writable.
+            for path in &self.protected {
+                if self.writable.iter().any(|root| path.starts_with(root)) {
+                    rules.add(path.clone(), Level::Read);
+                }
             }
         }
         rules

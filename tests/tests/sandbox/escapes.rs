@@ -1,9 +1,66 @@
 //! No way out of a confined process (docs/sandbox.md): links, `/proc` of host processes,
 //! namespaces, mounts, ptrace, capabilities.
 
-use wexec_tests::{TempDir, spawn_stdio};
+use serde_json::Value;
+use wexec_tests::{TempDir, command, spawn_stdio, spawn_stdio_with};
 
 use super::{codex_workspace_write, run};
+
+/// The compile cache holds native code wexec runs: a process may not write it even where a
+/// writable root contains it (with or without a client's sandbox), so it cannot swap an artifact
+/// and its digest for its own code.
+#[tokio::test]
+async fn the_compile_cache_is_read_only_inside_a_writable_root() {
+    let dir = TempDir::new();
+    let cache = dir.path().join("cache");
+    let mut cmd = command(&["--fs-root", &dir.path().display().to_string()]);
+    cmd.env("XDG_CACHE_HOME", &cache);
+    let (_server, mut client) = spawn_stdio_with(cmd);
+    client.handshake().await;
+    let artifacts = cache.join("wexec");
+    let before: Vec<_> = std::fs::read_dir(&artifacts)
+        .expect("the cache was filled")
+        .flatten()
+        .map(|entry| (entry.path(), std::fs::read(entry.path()).expect("read")))
+        .collect();
+    assert!(!before.is_empty());
+    let script = format!(
+        "cd {0} && ls | grep -c cwasm; for f in *; do echo evil > \"$f\"; done; touch injected; ls | grep -c injected",
+        artifacts.display()
+    );
+    for (id, sandbox) in [
+        ("plain", Value::Null),
+        (
+            "codex",
+            codex_workspace_write(dir.path(), "restricted", true),
+        ),
+    ] {
+        let outcome = run(&mut client, id, &script, dir.path(), sandbox).await;
+        assert!(
+            outcome.output.contains("Read-only file system"),
+            "{id}: {outcome:?}"
+        );
+        assert!(!artifacts.join("injected").exists(), "{id}: {outcome:?}");
+    }
+    // Next to it the root stays writable.
+    let beside = run(
+        &mut client,
+        "beside",
+        "echo ok > beside && cat beside",
+        dir.path(),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(beside.output, "ok\n", "{beside:?}");
+    for (path, contents) in before {
+        assert_eq!(
+            std::fs::read(&path).expect("read"),
+            contents,
+            "{}",
+            path.display()
+        );
+    }
+}
 
 #[tokio::test]
 async fn links_proc_namespaces_mounts_and_ptrace_lead_nowhere() {
