@@ -21,6 +21,10 @@
 //!
 //! With `WEXEC_BASELINE_BIN=<another wexec binary>` (say, main's, copied aside), that wexec is
 //! measured too, taking its turns like the others: a change's cost, side by side in one run.
+//!
+//! With `CODEX_BIN=<the codex binary of @openai/codex@0.169.0>`, Codex's own exec-server
+//! (`codex exec-server --listen stdio://`, a scratch `HOME`) takes its turns too, for every row
+//! it serves: the 4 KiB read, a 1 MiB read (also measured for wexec then), `environment/status`.
 
 #![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
 
@@ -214,6 +218,7 @@ fn main() {
     let dir = wexec_tests::TempDir::new();
     let file = dir.path().join("note.txt");
     std::fs::write(&file, "x".repeat(4096)).expect("write 4 KiB file");
+    std::fs::write(dir.path().join("big.bin"), vec![7u8; 1 << 20]).expect("write 1 MiB file");
     let server = std::env::var_os("MCP_FS_SERVER");
     if server.is_none() {
         println!(
@@ -346,6 +351,45 @@ fn compare(
         pipelined.push(("tools/call", tool));
     }
 
+    // Codex's exec-server: the same protocol, but paths must be `file://` URIs.
+    let codex = std::env::var_os("CODEX_BIN").map(|bin| {
+        let home = file.with_file_name("codex-home");
+        std::fs::create_dir_all(&home).expect("codex home");
+        let mut command = Command::new(bin);
+        command
+            .args(["exec-server", "--listen", "stdio://"])
+            .env("HOME", &home)
+            .env("CODEX_HOME", &home);
+        let mut codex = Peer::spawn(command);
+        codex.call("initialize", &json!({"clientName": "bench"}));
+        codex.send(&json!({"method": "initialized", "params": {}}));
+        let (at, rate_at) = (measures.len(), pipelined.len());
+        let read = json!({"path": format!("file://{path}")});
+        let big = json!({"path": format!("file://{}", file.with_file_name("big.bin").display())});
+        for (method, params) in [
+            ("fs/readFile", read.clone()),
+            ("environment/status", json!({})),
+            ("fs/readFile", big),
+        ] {
+            measures.push(Measure {
+                peer: peers.len(),
+                method,
+                params,
+                samples: Vec::new(),
+            });
+        }
+        pipelined.push(("fs/readFile", read));
+        peers.push(codex);
+        // wexec's 1 MiB read, for the same row.
+        measures.push(Measure {
+            peer: 0,
+            method: "fs/readFile",
+            params: json!({"path": file.with_file_name("big.bin").display().to_string()}),
+            samples: Vec::new(),
+        });
+        (at, rate_at)
+    });
+
     if let Some(cpu) = client_on {
         pin(cpu);
     }
@@ -368,8 +412,32 @@ fn compare(
             rates[0] / rates[1],
         );
     }
+    if let Some((at, rate_at)) = codex {
+        let (read, status, big, our_big) = (
+            medians[at],
+            medians[at + 1],
+            medians[at + 2],
+            medians[at + 3],
+        );
+        println!(
+            "  codex exec-server fs/readFile 4 KiB: median {:.1} µs sequential, {:.0} req/s pipelined; environment/status median {:.1} µs; fs/readFile 1 MiB median {:.0} µs (wexec {:.0} µs)",
+            micros(read),
+            rates[rate_at],
+            micros(status),
+            micros(big),
+            micros(our_big),
+        );
+        println!(
+            "  wexec vs codex: {:.1}x faster at the 4 KiB median, {:.1}x the pipelined throughput, {:.1}x at environment/status, {:.1}x at the 1 MiB read",
+            read.as_secs_f64() / medians[0].as_secs_f64(),
+            rates[0] / rates[rate_at],
+            status.as_secs_f64() / medians[1].as_secs_f64(),
+            big.as_secs_f64() / our_big.as_secs_f64(),
+        );
+    }
     let mcp = if baseline { 4 } else { 2 };
-    let (Some(&mcp_read), Some(&mcp_ping), Some(&mcp_rate)) = (
+    let (true, Some(&mcp_read), Some(&mcp_ping), Some(&mcp_rate)) = (
+        server.is_some(),
         medians.get(mcp),
         medians.get(mcp + 1),
         rates.get(if baseline { 2 } else { 1 }),
