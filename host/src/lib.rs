@@ -35,6 +35,7 @@ mod startup;
 mod transport;
 
 use std::future::Future;
+use std::sync::Arc;
 
 use wexec_protocol::{self as protocol, path_uri};
 
@@ -82,13 +83,22 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
                 ))
             })?;
         }
-        match listen {
-            Listen::Stdio => server::serve_stdio(server, shutdown)
-                .await
-                .map_err(RunError::Stdio),
-            Listen::WebSocket(addr) => server::serve_websocket(server, addr, token, shutdown)
-                .await
-                .map_err(RunError::from),
+        // What loads after the first answers (the engine, bundled plugins linked in the
+        // background) stops wexec if it fails, as it would have before serving.
+        let failed = Arc::clone(&server);
+        let serve = async move {
+            match listen {
+                Listen::Stdio => server::serve_stdio(server, shutdown)
+                    .await
+                    .map_err(RunError::Stdio),
+                Listen::WebSocket(addr) => server::serve_websocket(server, addr, token, shutdown)
+                    .await
+                    .map_err(RunError::from),
+            }
+        };
+        tokio::select! {
+            failure = failed.runtime.failure() => Err(RunError::from(failure)),
+            served = serve => served,
         }
     };
     let (mut verdict, mut serving) = (std::pin::pin!(verdict), std::pin::pin!(serving));

@@ -182,6 +182,11 @@ pub struct Runtime {
     shared: Arc<Shared>,
     /// Serializes reloads.
     reloading: tokio::sync::Mutex<()>,
+    /// What went wrong after [`Self::load`] returned: the engine's build, a background link.
+    failed: (
+        tokio::sync::mpsc::UnboundedSender<LoadError>,
+        tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<LoadError>>,
+    ),
 }
 
 impl std::fmt::Debug for Runtime {
@@ -198,6 +203,7 @@ impl Runtime {
     pub async fn load(
         specs: Vec<PluginSpec>,
         facts: Arc<EnvironmentFacts>,
+        writable_by_processes: &[std::path::PathBuf],
     ) -> Result<Self, LoadError> {
         let max_memory = specs
             .iter()
@@ -208,7 +214,16 @@ impl Runtime {
         // needs no engine, and a start that finds everything remembered does not wait for it.
         let core = Core::build(max_memory)
             .map_err(|err| LoadError::Engine(format!("cannot start a thread: {err}")))?;
-        let cache = cache::default_dir().and_then(|dir| cache::Cache::open(&dir));
+        // Where processes or plugins may write: the cache must not be reachable through a link
+        // there.
+        let exposed: Vec<_> = specs
+            .iter()
+            .flat_map(|spec| &spec.grants.fs_roots)
+            .filter(|root| root.writable)
+            .map(|root| root.path.clone())
+            .chain(writable_by_processes.iter().cloned())
+            .collect();
+        let cache = cache::default_dir().and_then(|dir| cache::Cache::open(&dir, &exposed));
         let fingerprint = engine::fingerprint(max_memory);
         let keys: Vec<Option<String>> = specs
             .iter()
@@ -224,9 +239,12 @@ impl Runtime {
             .zip(&keys)
             .map(|(spec, key)| {
                 let (cache, key) = (cache.as_ref()?, key.as_deref()?);
+                // Only a description this wexec could have written for this very plugin.
+                let name = spec.origin.strip_prefix("built-in ")?;
                 spec.builtin
                     .then(|| linked::remembered(cache, key))
                     .flatten()
+                    .filter(|info| info.contract == CONTRACT_VERSION && info.name == name)
             })
             .collect();
         let shared = Arc::new(Shared {
@@ -250,6 +268,10 @@ impl Runtime {
             table: RwLock::default(),
             shared,
             reloading: tokio::sync::Mutex::new(()),
+            failed: {
+                let (send, receive) = tokio::sync::mpsc::unbounded_channel();
+                (send, tokio::sync::Mutex::new(receive))
+            },
         };
         // The others are linked now. Deserializing (or compiling) and linking are CPU-bound
         // and independent: one thread each, side by side. Startup serves nobody yet, so
@@ -310,7 +332,7 @@ impl Runtime {
         }
         runtime.install(assemble(plugins)?);
         for plugin in later {
-            linked::link_in_background(plugin, runtime.linking.clone());
+            linked::link_in_background(plugin, runtime.linking.clone(), runtime.failed.0.clone());
         }
         Ok(runtime)
     }
@@ -404,6 +426,29 @@ impl Runtime {
 
     fn table(&self) -> Arc<Table> {
         Arc::clone(&self.table.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Returns a load failure found after [`Self::load`] returned (the engine could not be built,
+    /// a bundled plugin linked in the background could not be linked); pending while none is.
+    /// wexec stops on it, as it would have at startup.
+    pub async fn failure(&self) -> LoadError {
+        let engine = async {
+            match self.core.get().await {
+                Err(reason) => LoadError::Engine(reason),
+                Ok(_) => std::future::pending().await,
+            }
+        };
+        let link = async {
+            let mut failed = self.failed.1.lock().await;
+            match failed.recv().await {
+                Some(failure) => failure,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            failure = engine => failure,
+            failure = link => failure,
+        }
     }
 
     /// Directories no plugin may reach and no process may write: the compile cache.
@@ -517,7 +562,7 @@ impl Runtime {
             let remembered = cache
                 .memo(name)
                 .and_then(|data| serde_json::from_slice::<Memo>(&data).ok())
-                .filter(|memo| &memo.inputs == inputs);
+                .filter(|memo| &memo.inputs == inputs && memo.info.is_object());
             // Re-encoded: what goes on the wire is compact JSON whatever the file holds.
             if let Some(memo) = remembered {
                 return serde_json::value::to_raw_value(&memo.info)
@@ -527,13 +572,17 @@ impl Runtime {
         let info = self
             .call_internal(crate::protocol::ENVIRONMENT_INFO)
             .await?;
+        // Through a `Value` either way, so a remembered answer is the same text as a fresh one.
+        let info: serde_json::Value = serde_json::from_str(info.get())
+            .map_err(|err| RpcError::internal_error(err.to_string()))?;
+        let text = serde_json::value::to_raw_value(&info)
+            .map_err(|err| RpcError::internal_error(err.to_string()))?;
         if let Some((cache, name, inputs)) = memo
-            && let Ok(info) = serde_json::from_str(info.get())
             && let Ok(data) = serde_json::to_vec(&Memo { inputs, info })
         {
             cache.remember(&name, &data);
         }
-        Ok(info)
+        Ok(text)
     }
 
     /// Calls a parameterless `method` for wexec itself (no client, no session).
@@ -561,7 +610,7 @@ impl Runtime {
             .pre
             .get(&self.linking, &plugin.source)
             .await
-            .map_err(|reason| plugin_failed(plugin, reason))?;
+            .map_err(|reason| plugin_failed(plugin, &reason))?;
         let mut store = new_store(&built.engine, Arc::clone(plugin), Arc::clone(&self.shared));
         let bindings = pre
             .instantiate_async(&mut store)

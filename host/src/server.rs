@@ -69,7 +69,12 @@ impl ServerState {
     /// `--config`, starts watching for plugin reloads.
     pub async fn new(settings: Settings) -> Result<Arc<Self>, LoadError> {
         let environment = Arc::new(EnvironmentFacts::gather());
-        let runtime = Runtime::load(settings.plugins, environment).await?;
+        let ceiling = &settings.ceiling;
+        let writable = match (ceiling.processes, ceiling.mode) {
+            (true, crate::sandbox::Mode::WorkspaceWrite) => ceiling.writable.clone(),
+            _ => Vec::new(),
+        };
+        let runtime = Runtime::load(settings.plugins, environment, &writable).await?;
         let environment_info = Self::query_environment_info(&runtime).await?;
         let limits = settings.limits;
         let protected = runtime.hidden().to_vec();

@@ -55,10 +55,20 @@ pub struct Cache {
 impl Cache {
     /// Opens (creating, mode 0700) `dir`; `None`, with a warning, unless it is a directory owned
     /// by this user that nobody else can read or write.
-    pub fn open(dir: &Path) -> Option<Self> {
+    pub fn open(dir: &Path, exposed: &[PathBuf]) -> Option<Self> {
         let disabled = |reason: &dyn std::fmt::Display| {
             tracing::warn!("compile cache disabled: {}: {reason}", dir.display());
         };
+        // The path is followed anew at every start: a link on it that a process or a plugin
+        // may replace would let them choose the directory (and the native code) wexec loads.
+        if let Some((link, root)) = redirectable_link(dir, exposed) {
+            disabled(&format_args!(
+                "it passes through the symbolic link {} inside {}, which processes or plugins may change; set XDG_CACHE_HOME to a path without links inside the writable and fs roots",
+                link.display(),
+                root.display()
+            ));
+            return None;
+        }
         if let Err(err) = std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -179,6 +189,29 @@ impl Cache {
         }
         Ok(component)
     }
+}
+
+/// The first symbolic link on the way to `dir` that lies inside one of `exposed` (directories
+/// processes or plugins may write), with that directory.
+fn redirectable_link(dir: &Path, exposed: &[PathBuf]) -> Option<(PathBuf, PathBuf)> {
+    let mut walked = PathBuf::new();
+    for component in dir.components() {
+        walked.push(component);
+        let is_link = std::fs::symlink_metadata(&walked).is_ok_and(|meta| meta.is_symlink());
+        if !is_link {
+            continue;
+        }
+        // Where the link itself is: its directory resolved, its own name kept.
+        let located = walked
+            .parent()
+            .and_then(|parent| std::fs::canonicalize(parent).ok())
+            .zip(walked.file_name())
+            .map(|(parent, name)| parent.join(name))?;
+        if let Some(root) = exposed.iter().find(|root| located.starts_with(root)) {
+            return Some((located, root.clone()));
+        }
+    }
+    None
 }
 
 /// One component's place in the cache: its key, and its artifact when one is cached and
@@ -312,7 +345,7 @@ mod tests {
     #[test]
     fn an_artifact_that_does_not_match_its_digest_is_never_loaded() {
         let path = cache_dir("digest");
-        let cache = Cache::open(&path).unwrap();
+        let cache = Cache::open(&path, &[]).unwrap();
         let dir = cache.handle.as_fd();
         assert_eq!(verified(dir, "k.cwasm", "k.sha256"), Ok(None));
         write_atomically(dir, "k.cwasm", b"compiled", true).unwrap();
@@ -350,7 +383,7 @@ mod tests {
     #[test]
     fn the_opened_directory_is_used_whatever_becomes_of_its_path() {
         let path = cache_dir("moved");
-        let cache = Cache::open(&path).unwrap();
+        let cache = Cache::open(&path, &[]).unwrap();
         let elsewhere = cache_dir("moved-away");
         std::fs::rename(&path, &elsewhere).unwrap();
         std::fs::create_dir(&path).unwrap();
@@ -362,12 +395,26 @@ mod tests {
     }
 
     #[test]
+    fn a_path_through_a_link_inside_an_exposed_directory_is_refused() {
+        let root = cache_dir("linked");
+        std::fs::create_dir_all(root.join("real")).unwrap();
+        std::os::unix::fs::symlink("real", root.join("link")).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let through = root.join("link/wexec");
+        assert!(Cache::open(&through, std::slice::from_ref(&root)).is_none());
+        // Outside the exposed directories a link is the operator's own business.
+        assert!(Cache::open(&through, &[root.join("real")]).is_some());
+        assert!(Cache::open(&root.join("real/wexec"), std::slice::from_ref(&root)).is_some());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
     fn only_a_private_directory_of_this_user_is_used() {
         let dir = cache_dir("private");
-        assert!(Cache::open(&dir).is_some());
+        assert!(Cache::open(&dir, &[]).is_some());
         for mode in [0o777, 0o755, 0o750] {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
-            assert!(Cache::open(&dir).is_none(), "{mode:o}");
+            assert!(Cache::open(&dir, &[]).is_none(), "{mode:o}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

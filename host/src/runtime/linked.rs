@@ -73,12 +73,12 @@ impl Linking {
 }
 
 /// The linked component: at hand, or being linked.
-pub struct Linked(tokio::sync::OnceCell<Result<PluginPre<HostState>, String>>);
+pub struct Linked(tokio::sync::OnceCell<PluginPre<HostState>>);
 
 impl Linked {
     /// Linked already.
     pub fn ready(pre: PluginPre<HostState>) -> Self {
-        Self(tokio::sync::OnceCell::new_with(Some(Ok(pre))))
+        Self(tokio::sync::OnceCell::new_with(Some(pre)))
     }
 
     /// To be linked (by [`Self::get`], or a background link that got there first).
@@ -87,43 +87,46 @@ impl Linked {
     }
 
     /// The linked component, linking `spec` on the blocking pool unless it is linked or being
-    /// linked already (then this waits for that). A failure is kept: the plugin's calls fail
-    /// with it.
+    /// linked already (then this waits for that). A failure is not kept: the next call tries
+    /// again (a link cut short by shutdown is no verdict on the plugin).
     pub async fn get(
         &self,
         linking: &Linking,
         spec: &PluginSpec,
-    ) -> Result<&PluginPre<HostState>, &str> {
-        let outcome = self
-            .0
-            .get_or_init(|| {
+    ) -> Result<&PluginPre<HostState>, String> {
+        self.0
+            .get_or_try_init(|| {
                 let (linking, spec) = (linking.clone(), spec.clone());
                 async move {
-                    let origin = spec.origin.clone();
                     let built = linking.core.get().await.map_err(|err| {
                         format!("the WebAssembly engine could not be built: {err}")
                     })?;
-                    let linked =
-                        tokio::task::spawn_blocking(move || linking.link(&built, &spec, None))
-                            .await
-                            .map_err(|err| format!("its link did not finish: {err}"))
-                            .and_then(|linked| linked.map_err(|err| err.to_string()));
-                    match &linked {
-                        Ok(_) => tracing::debug!(origin, "plugin linked in the background"),
-                        Err(err) => tracing::error!("plugin {origin} cannot be used: {err}"),
-                    }
-                    linked
+                    tokio::task::spawn_blocking(move || linking.link(&built, &spec, None))
+                        .await
+                        .map_err(|err| format!("its link did not finish: {err}"))?
+                        .map_err(|err| err.to_string())
                 }
             })
-            .await;
-        outcome.as_ref().map_err(String::as_str)
+            .await
     }
 }
 
-/// Links `spec` into `linked` in the background, so its first call rarely waits.
-pub fn link_in_background(linked: Arc<super::LoadedPlugin>, linking: Linking) {
+/// Links `plugin` in the background, so its first call rarely waits; a failure is reported
+/// on `failed` (wexec then stops, as when a plugin cannot be loaded at startup).
+pub fn link_in_background(
+    plugin: Arc<super::LoadedPlugin>,
+    linking: Linking,
+    failed: tokio::sync::mpsc::UnboundedSender<LoadError>,
+) {
     tokio::spawn(async move {
-        let _ = linked.pre.get(&linking, &linked.source).await;
+        match plugin.pre.get(&linking, &plugin.source).await {
+            Ok(_) => tracing::debug!(plugin = plugin.name, "plugin linked in the background"),
+            // An engine that could not be built is reported as such (`Runtime::failure`).
+            Err(_) if linking.core.get().await.is_err() => {}
+            Err(reason) => {
+                let _ = failed.send(invalid(&plugin.source, reason));
+            }
+        }
     });
 }
 

@@ -1,8 +1,10 @@
 //! No way out of a confined process (docs/sandbox.md): links, `/proc` of host processes,
 //! namespaces, mounts, ptrace, capabilities.
 
+use std::os::unix::fs::DirBuilderExt;
+
 use serde_json::Value;
-use wexec_tests::{TempDir, command, spawn_stdio, spawn_stdio_with};
+use wexec_tests::{TempDir, command, command_under, spawn_stdio, spawn_stdio_with};
 
 use super::{codex_workspace_write, run};
 
@@ -235,4 +237,84 @@ async fn confined_processes_do_not_share_abstract_sockets() {
     assert!(!sent.output.contains("sent"), "{sent:?}");
     let listened = super::finish(&mut client, "listener", started).await;
     assert!(listened.output.starts_with("nothing"), "{listened:?}");
+}
+
+/// Naming the cache itself (or a directory in it) as a writable root does not make it writable.
+#[tokio::test]
+async fn a_writable_root_at_the_compile_cache_stays_read_only() {
+    let dir = TempDir::new();
+    let artifacts = dir.path().join("cache/wexec");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&artifacts)
+        .expect("mkdir");
+    let root = dir.path().display().to_string();
+    let cache_root = artifacts.display().to_string();
+    let mut cmd = command(&["--fs-root", &root, "--writable-root", &cache_root]);
+    cmd.env("XDG_CACHE_HOME", dir.path().join("cache"));
+    let (_server, mut client) = spawn_stdio_with(cmd);
+    client.handshake().await;
+    let script = format!("touch {cache_root}/injected");
+    let outcome = run(&mut client, "at", &script, dir.path(), Value::Null).await;
+    assert!(
+        outcome.output.contains("Read-only file system"),
+        "{outcome:?}"
+    );
+    assert!(!artifacts.join("injected").exists());
+}
+
+/// A cache path through a link a process or plugin could re-point is not used: the link could
+/// lead the next start to a directory of their making.
+#[tokio::test]
+async fn a_compile_cache_reached_through_a_link_inside_a_root_is_not_used() {
+    let dir = TempDir::new();
+    std::fs::create_dir(dir.path().join("real")).expect("mkdir");
+    std::os::unix::fs::symlink("real", dir.path().join("link")).expect("symlink");
+    let mut cmd = command(&["--fs-root", &dir.path().display().to_string()]);
+    cmd.env("XDG_CACHE_HOME", dir.path().join("link/cache"));
+    let (server, mut client) = spawn_stdio_with(cmd);
+    client.handshake().await;
+    let log = server
+        .stderr_containing("passes through the symbolic link")
+        .await;
+    assert!(log.contains("compile cache disabled"), "{log}");
+    let cached = std::fs::read_dir(dir.path().join("real/cache/wexec"))
+        .map(|entries| entries.count())
+        .unwrap_or(0);
+    assert_eq!(cached, 0, "nothing is cached there");
+}
+
+/// With the cache warm, wexec answers before the engine exists; if the engine then cannot be
+/// built, wexec still stops with the startup error (here: too little address space for its
+/// instance pools).
+#[tokio::test]
+async fn an_engine_that_cannot_be_built_stops_wexec_even_after_a_warm_start() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let cache = dir.path().join("cache");
+    let args = [
+        "--fs-root",
+        root.as_str(),
+        "--sandbox",
+        "danger-full-access",
+    ];
+    {
+        let mut cmd = command(&args);
+        cmd.env("XDG_CACHE_HOME", &cache);
+        let (_server, mut client) = spawn_stdio_with(cmd);
+        client.handshake().await;
+    }
+    let launcher = ["sh", "-c", "ulimit -v 2048000; exec \"$0\" \"$@\""];
+    let mut cmd = command_under(&launcher, &args);
+    cmd.env("XDG_CACHE_HOME", &cache);
+    let (mut server, _client) = spawn_stdio_with(cmd);
+    let status = tokio::time::timeout(wexec_tests::TIMEOUT, server.wait())
+        .await
+        .expect("wexec stops");
+    assert!(!status.success());
+    // stderr is read as it comes: wait for the message rather than read what arrived so far.
+    server
+        .stderr_containing("cannot configure the WebAssembly engine")
+        .await;
 }
