@@ -282,32 +282,34 @@ impl Runtime {
             false => None,
         };
         let linking = &runtime.linking;
-        let mut linked = std::thread::scope(|scope| {
+        let starts = std::thread::scope(|scope| {
             let threads: Vec<_> = specs
                 .iter()
-                .zip(&remembered)
-                .map(|(spec, remembered)| {
-                    let built = built.as_deref().filter(|_| remembered.is_none())?;
-                    Some(scope.spawn(move || linking.link(built, spec, None)))
+                .zip(remembered)
+                .map(|(spec, remembered)| match (remembered, &built) {
+                    (Some(info), _) => Ok(Start::Remembered(info)),
+                    (None, Some(built)) => Err(scope.spawn(move || {
+                        Start::Linked(Arc::clone(built), linking.link(built, spec, None))
+                    })),
+                    (None, None) => unreachable!("built whenever a plugin is not remembered"),
                 })
                 .collect();
             threads
                 .into_iter()
-                .map(|thread| {
-                    thread.map(|thread| {
+                .map(|start| {
+                    start.unwrap_or_else(|thread| {
                         thread
                             .join()
                             .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
                     })
                 })
                 .collect::<Vec<_>>()
-        })
-        .into_iter();
+        });
         let mut plugins = Vec::with_capacity(specs.len());
         let mut later = Vec::new();
-        for ((spec, key), remembered) in specs.into_iter().zip(keys).zip(remembered) {
-            let plugin = match (remembered, linked.next().flatten()) {
-                (Some(info), _) => {
+        for ((spec, key), start) in specs.into_iter().zip(keys).zip(starts) {
+            let plugin = match start {
+                Start::Remembered(info) => {
                     let plugin = Arc::new(
                         validate(info, &spec, Linked::pending(), key, &runtime.hidden)
                             .map_err(|reason| invalid(&spec, reason))?,
@@ -315,12 +317,7 @@ impl Runtime {
                     later.push(Arc::clone(&plugin));
                     plugin
                 }
-                (None, Some(pre)) => {
-                    let engine = built.as_ref().map(|built| &built.engine);
-                    let engine = engine.ok_or_else(|| invalid(&spec, "not linked".to_owned()))?;
-                    runtime.finish(engine, spec, pre?, key).await?
-                }
-                (None, None) => unreachable!("a plugin without a description is linked"),
+                Start::Linked(built, pre) => runtime.finish(&built.engine, spec, pre?, key).await?,
             };
             tracing::info!(
                 plugin = plugin.name,
@@ -618,6 +615,16 @@ impl Runtime {
             .map_err(|err| failure(plugin, store.data(), &err))?;
         Ok(Instance { store, bindings })
     }
+}
+
+/// How a plugin starts: from the description the cache remembers (linked later), or linked
+/// now on the engine it was linked with.
+enum Start {
+    Remembered(PluginInfo),
+    Linked(
+        Arc<engine::Built>,
+        Result<bindings::PluginPre<HostState>, LoadError>,
+    ),
 }
 
 /// `reason` as the load error of `spec`, on one line: some causes (wasmparser's) span lines, and

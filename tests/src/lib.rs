@@ -83,6 +83,16 @@ pub fn nested_cargo(dir: &Path, target_dir: &Path, args: &[&str]) {
     );
 }
 
+/// The names of the plugins an `environmentInfo` lists (`wexec.plugins`), in order.
+pub fn plugin_names(environment_info: &Value) -> Vec<&str> {
+    environment_info["wexec"]["plugins"]
+        .as_array()
+        .expect("environmentInfo lists its plugins")
+        .iter()
+        .filter_map(|plugin| plugin["name"].as_str())
+        .collect()
+}
+
 /// A running wexec process.
 pub struct Server {
     child: Child,

@@ -656,13 +656,10 @@ async fn remembered_descriptions_and_environment_follow_their_inputs() {
     let (_server, mut client) = start(here.path());
     let info = client.handshake().await;
     assert_eq!(cwd_of(&info), Some(file_uri(here.path())));
-    let names: Vec<&str> = info["environmentInfo"]["wexec"]["plugins"]
-        .as_array()
-        .expect("plugins")
-        .iter()
-        .filter_map(|plugin| plugin["name"].as_str())
-        .collect();
-    assert_eq!(names, vec!["fs", "http", "env"]);
+    assert_eq!(
+        wexec_tests::plugin_names(&info["environmentInfo"]),
+        vec!["fs", "http", "env"]
+    );
     for memo in &memos {
         let text = std::fs::read_to_string(memo).expect("memo");
         assert!(

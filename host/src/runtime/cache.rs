@@ -296,13 +296,11 @@ fn read_regular(
 /// The cache key of component `bytes`: SHA-256 of the component, the engine configuration's
 /// fingerprint and wexec's version.
 pub fn key(fingerprint: &str, bytes: &[u8]) -> String {
-    let mut hasher = Sha256::new();
-    hasher.update(bytes);
-    for part in [fingerprint, crate::environment::VERSION] {
-        hasher.update(part.len().to_le_bytes());
-        hasher.update(part.as_bytes());
-    }
-    hex(&hasher.finalize())
+    derived_key(&[
+        bytes,
+        fingerprint.as_bytes(),
+        crate::environment::VERSION.as_bytes(),
+    ])
 }
 
 fn hex(bytes: &[u8]) -> String {

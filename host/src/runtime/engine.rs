@@ -34,6 +34,15 @@ pub struct Built {
     pub linker: Linker<HostState>,
 }
 
+impl Built {
+    /// An engine whose memories may grow to `max_memory` bytes, and its linker.
+    fn new(max_memory: usize) -> Result<Self, String> {
+        let engine = engine(max_memory).map_err(|err| format!("{err:#}"))?;
+        let linker = linker(&engine).map_err(|err| format!("{err:#}"))?;
+        Ok(Self { engine, linker })
+    }
+}
+
 /// The engine and linker being built, or built.
 #[derive(Clone)]
 pub struct Core {
@@ -50,14 +59,7 @@ impl Core {
         std::thread::Builder::new()
             .name("wexec-engine".into())
             .spawn(move || {
-                let outcome = engine(max_memory)
-                    .and_then(|engine| {
-                        Ok(Arc::new(Built {
-                            linker: linker(&engine)?,
-                            engine,
-                        }))
-                    })
-                    .map_err(|err| format!("{err:#}"));
+                let outcome = Built::new(max_memory).map(Arc::new);
                 let engine = outcome.as_ref().ok().map(|built| built.engine.clone());
                 done.send_replace(Some(outcome));
                 if let Some(engine) = engine {
@@ -72,9 +74,8 @@ impl Core {
 
     /// Builds a core on this thread and starts its epoch ticker (`wexec plugin inspect`).
     pub fn build_here(max_memory: usize) -> Result<Built, String> {
-        let engine = engine(max_memory).map_err(|err| format!("{err:#}"))?;
-        let linker = linker(&engine).map_err(|err| format!("{err:#}"))?;
-        let ticking = engine.clone();
+        let built = Built::new(max_memory)?;
+        let ticking = built.engine.clone();
         let ticker = std::thread::Builder::new()
             .name("wexec-epoch".into())
             .spawn(move || tick(&ticking));
@@ -83,7 +84,7 @@ impl Core {
                 "cannot start the epoch ticker; plugin time limits will not apply: {err}"
             );
         }
-        Ok(Built { engine, linker })
+        Ok(built)
     }
 
     /// The engine and linker, once built; the build's error if it failed.
