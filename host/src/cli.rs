@@ -366,7 +366,7 @@ impl Options {
             self.plugin_memory_limit_mib,
             self.plugin_log_limit_kib,
         );
-        let mut specs = crate::runtime::builtin::specs(fs_roots, allow_hosts, defaults);
+        let mut specs = crate::builtin::specs(fs_roots, allow_hosts, defaults);
         for file in &self.plugins {
             specs.push(PluginSpec {
                 origin: file.display().to_string(),

@@ -21,14 +21,12 @@
 //! }
 //! ```
 
+mod builtin;
 mod cli;
 mod config;
-mod environment;
-mod grants;
 pub mod plugin_tool;
 mod process;
 mod rpc;
-mod runtime;
 mod sandbox;
 mod server;
 mod startup;
@@ -38,6 +36,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use wexec_protocol::{self as protocol, path_uri};
+use wexec_runtime::{self as runtime, facts as environment, grants};
 
 pub use cli::{Command, Listen, Options, Settings, StartupError};
 pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};

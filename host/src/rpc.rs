@@ -6,13 +6,9 @@ pub mod parse;
 
 use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 pub use wexec_protocol::limits::MAX_MESSAGE_BYTES;
 pub use wexec_protocol::rpc::*;
-
-/// The outcome of a request: a result already encoded as JSON text, or an error.
-pub type RpcResult = Result<Box<RawValue>, RpcError>;
 
 /// Encodes a typed result as the `result` member of a reply.
 pub fn to_result<T: Serialize>(value: &T) -> RpcResult {
@@ -95,9 +91,12 @@ fn encode_error(id: &RequestId, error: &RpcError) -> String {
 }
 
 /// Encodes a notification. Notifications always carry `params` (docs/protocol.md §4.1).
-pub fn encode_notification<P: Serialize>(method: &str, params: &P) -> Result<String, RpcError> {
+pub fn encode_notification<P: Serialize + ?Sized>(
+    method: &str,
+    params: &P,
+) -> Result<String, RpcError> {
     #[derive(Serialize)]
-    struct Notification<'a, P> {
+    struct Notification<'a, P: ?Sized> {
         jsonrpc: &'static str,
         method: &'a str,
         params: &'a P,

@@ -7,7 +7,7 @@ mod ceiling;
 pub mod kernel;
 mod placeholders;
 mod request;
-pub mod rules;
+pub use wexec_runtime::rules;
 
 use std::path::{Path, PathBuf};
 

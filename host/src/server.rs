@@ -6,6 +6,7 @@ pub mod handshakes;
 pub mod limits;
 pub mod processor;
 pub mod reload;
+pub mod reply;
 pub mod router;
 pub mod session;
 

@@ -49,6 +49,9 @@ pub struct RpcError {
     pub data: Option<Value>,
 }
 
+/// The outcome of a request: a result already encoded as JSON text, or an error.
+pub type RpcResult = Result<Box<serde_json::value::RawValue>, RpcError>;
+
 impl RpcError {
     /// An error with `code` and `message` and no data.
     pub fn new(code: i64, message: impl Into<String>) -> Self {

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use super::ServerState;
 use super::dispatch::Dispatcher;
+use super::reply::Reply;
 use super::router;
 use super::session::{ConnectionId, SessionHandle};
 use crate::protocol::{
@@ -16,7 +17,7 @@ use crate::protocol::{
 };
 use crate::rpc::parse::{Incoming, Request, parse_message};
 use crate::rpc::{RequestId, RpcError, RpcResult, decode_params, encode_reply, to_result};
-use crate::runtime::{ConnectionHandles, Reply};
+use crate::runtime::ConnectionHandles;
 use crate::transport::budget::Held;
 use crate::transport::{Connection, Outbound, Received};
 

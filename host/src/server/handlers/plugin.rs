@@ -9,7 +9,8 @@ use crate::protocol::sandbox::SandboxContext;
 use crate::protocol::{PluginGrants, PluginList, PluginListing};
 use crate::rpc::{RpcError, RpcResult, expect_no_params, to_result};
 use crate::runtime::CallContext;
-use crate::runtime::filesystem::FsPolicy;
+use crate::runtime::fs::FsPolicy;
+use crate::runtime::port::CallPort;
 use crate::sandbox::{self, rules::Level, rules::Rules};
 use crate::server::processor::RequestContext;
 
@@ -20,7 +21,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
         return Err(RpcError::method_not_found(&ctx.method));
     };
     let call = CallContext {
-        reply: Some(Arc::clone(&ctx.reply)),
+        port: Some(Arc::clone(&ctx.reply) as Arc<dyn CallPort>),
         handles: ctx.connection.handles.for_plugin(&plugin.name),
         sandbox: call_sandbox(&ctx, &params)?,
     };

@@ -1,7 +1,7 @@
 //! Per-instance host state: WASI that grants nothing, the plugin's identity and grants, the
 //! memory limiter, the guest-time clock and the context of the call in progress.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use wasmtime::ResourceLimiter;
@@ -9,7 +9,15 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::{CallContext, LoadedPlugin, Shared};
+use wexec_protocol::PluginSummary;
+
+use crate::bindings::wexec::plugin::types::Capability;
+use crate::facts::EnvironmentFacts;
+use crate::fs::{FileHandles, FsPolicy, Roots};
+use crate::grants::Grants;
+use crate::limits::Limits;
+use crate::net;
+use crate::port::CallPort;
 
 /// How much of a guest's stderr is kept (the tail of a panic message, for error reports).
 pub const STDERR_CAPTURE_BYTES: usize = 64 * 1024;
@@ -22,14 +30,59 @@ const MAX_MEMORIES: usize = 16;
 /// Elements one table may grow to.
 const MAX_TABLE_ELEMENTS: usize = 1_000_000;
 
+/// What one plugin may use, as its instances see it: its name, what it declared, what it was
+/// granted, its limits, and its filesystem roots, opened.
+#[derive(Debug, Default)]
+pub struct Granted {
+    /// Its name.
+    pub name: String,
+    /// The capabilities it declared.
+    pub capabilities: Vec<Capability>,
+    /// Its declarations intersected with the operator's grants.
+    pub grants: Grants,
+    /// Its limits.
+    pub limits: Limits,
+    /// Its filesystem roots, opened.
+    pub roots: Roots,
+}
+
+impl Granted {
+    /// Whether the plugin declared `capability`.
+    pub fn declared(&self, capability: Capability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+}
+
+/// State shared by every instance.
+#[derive(Debug)]
+pub struct Shared {
+    /// Host facts for the environment capability.
+    pub facts: Arc<EnvironmentFacts>,
+    /// Summaries of every loaded plugin (filled once loading completes).
+    pub plugins: Mutex<Vec<PluginSummary>>,
+    /// The HTTP client.
+    pub http: net::Client,
+}
+
+/// What the capabilities need to know about the call in progress.
+pub struct CallContext {
+    /// The way back to the client (early replies, notifications, room for file contents);
+    /// `None` for wexec's own calls, which have no client.
+    pub port: Option<Arc<dyn CallPort>>,
+    /// The file handles the called plugin opened on the calling connection.
+    pub handles: Arc<FileHandles>,
+    /// The request's `sandbox` (and the ceiling) for the filesystem capability, if any.
+    pub sandbox: Option<Arc<FsPolicy>>,
+}
+
 /// The state of one plugin instance's store.
 pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     /// What the guest wrote to stderr (panic messages).
     pub stderr: MemoryOutputPipe,
-    /// The plugin this instance runs.
-    pub plugin: Arc<LoadedPlugin>,
+    /// What the plugin this instance runs may use.
+    pub plugin: Arc<Granted>,
     /// Process-wide capability state.
     pub shared: Arc<Shared>,
     /// Memory limit enforcement.
@@ -41,13 +94,13 @@ pub struct HostState {
     /// Bytes of file `contents` the guest holds (outside its memory, so counted here).
     pub contents_held: u64,
     /// What the current call has logged.
-    pub log: super::log::LogBudget,
+    pub log: LogBudget,
 }
 
 impl HostState {
     /// Fresh state for an instance of `plugin`. WASI gets no preopens, no environment, no
     /// arguments, no sockets and no stdin; stdout is discarded and stderr captured.
-    pub fn new(plugin: Arc<LoadedPlugin>, shared: Arc<Shared>) -> Self {
+    pub fn new(plugin: Arc<Granted>, shared: Arc<Shared>) -> Self {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE_BYTES);
         let wasi = WasiCtxBuilder::new().stderr(stderr.clone()).build();
         Self {
@@ -63,7 +116,7 @@ impl HostState {
             shared,
             call: None,
             contents_held: 0,
-            log: super::log::LogBudget::default(),
+            log: LogBudget::default(),
         }
     }
 
@@ -187,5 +240,32 @@ impl CallClock {
     /// The limit.
     pub fn limit(&self) -> Duration {
         self.limit
+    }
+}
+
+/// What a call has logged so far.
+#[derive(Debug, Default)]
+pub struct LogBudget {
+    pub(crate) used: usize,
+    pub(crate) dropped_lines: u64,
+    pub(crate) dropped_bytes: usize,
+}
+
+impl LogBudget {
+    /// A call begins.
+    pub fn reset(&mut self) {
+        *self = Self::default();
+    }
+
+    /// A call ended: says how much it could not log.
+    pub fn report(&self, plugin: &str, limit: usize) {
+        if self.dropped_lines > 0 {
+            tracing::warn!(
+                plugin,
+                "{} log lines ({} bytes) dropped: a call may log {limit} bytes (--plugin-log-limit-kib)",
+                self.dropped_lines,
+                self.dropped_bytes
+            );
+        }
     }
 }

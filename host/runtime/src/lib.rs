@@ -9,157 +9,55 @@
 //! at a time, and is discarded after a trap or a limit.
 
 mod bindings;
-pub mod builtin;
 mod cache;
 mod engine;
 mod environment;
-pub mod filesystem;
-pub mod http;
+pub mod facts;
+mod filesystem;
+pub mod fs;
+pub mod grants;
+mod http;
 pub mod inspect;
 mod json;
 mod limits;
 mod linked;
 mod log;
+mod net;
+mod plugin;
+mod pool;
+pub mod port;
+mod resources;
 mod responder;
+pub mod rules;
+mod spec;
 mod state;
 pub mod threads;
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
-use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime::Engine;
 
 use self::bindings::exports::wexec::plugin::handler::PluginInfo;
-use self::bindings::wexec::plugin::types::Capability;
 use self::engine::Core;
 use self::linked::{Linked, Linking};
+use self::plugin::{link_in_background, validate};
+use self::pool::{Instance, describe, new_store};
+use self::spec::invalid;
 use self::state::HostState;
-use crate::environment::EnvironmentFacts;
-use crate::grants::Grants;
-use crate::protocol::PluginSummary;
-use crate::rpc::{RpcError, RpcResult};
+use crate::facts::EnvironmentFacts;
+use wexec_protocol::PluginSummary;
+use wexec_protocol::rpc::{RpcError, RpcResult};
 
-pub use self::filesystem::{ConnectionHandles, FileHandles};
+pub use self::fs::{ConnectionHandles, FileHandles};
 pub use self::limits::Limits;
-pub use self::responder::Reply;
-
-/// The contract version this host implements (`wit/plugin.wit`).
-pub const CONTRACT_VERSION: &str = "0.1.0";
-
-/// Idle instances a session keeps per plugin.
-pub const IDLE_INSTANCES_PER_PLUGIN: usize = 4;
+pub use self::plugin::{LoadedPlugin, RESERVED_NAMES, valid_plugin_name};
+pub use self::pool::{IDLE_INSTANCES_PER_PLUGIN, InstancePool};
+pub use self::spec::{CONTRACT_VERSION, LoadError, PluginSpec, read_plugin_file};
+pub use self::state::{CallContext, Shared};
 
 pub use self::engine::EPOCH_TICK;
-
-/// Names a plugin may not take: they belong to wexec's own method families.
-pub(crate) const RESERVED_NAMES: [&str; 9] = [
-    "fs",
-    "http",
-    "plugin",
-    "process",
-    "environment",
-    "environmentConfig",
-    "capabilityRoots",
-    "network",
-    "initialize",
-];
-
-/// What to load.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginSpec {
-    /// Where the component came from, for error messages (a path, or `built-in fs`).
-    pub origin: String,
-    /// The component.
-    pub bytes: Arc<[u8]>,
-    /// What the operator granted.
-    pub grants: Grants,
-    /// Its limits.
-    pub limits: Limits,
-    /// Whether the plugin may use names reserved for wexec's own families (the bundled plugins).
-    pub builtin: bool,
-}
-
-/// A loaded plugin. Calls hold an `Arc` of it, so a call in flight finishes on the version it
-/// started with even if a reload replaces it.
-pub struct LoadedPlugin {
-    /// Unique per load (a reloaded plugin gets a new one): keys idle instances.
-    pub generation: u64,
-    /// Its name.
-    pub name: String,
-    /// Its version.
-    pub version: String,
-    /// The methods it serves.
-    pub methods: Vec<String>,
-    /// What it may use: its declarations intersected with the operator's grants.
-    pub grants: Grants,
-    /// Its limits.
-    pub limits: Limits,
-    /// What it was loaded from (a reload reuses the plugin when this is unchanged).
-    source: PluginSpec,
-    /// The capabilities it declared.
-    capabilities: Vec<Capability>,
-    /// Its filesystem roots, opened.
-    roots: filesystem::Roots,
-    /// Linked and ready to instantiate, or being linked (`runtime/linked.rs`).
-    pre: Linked,
-    /// Its compile-cache key, when there is a cache.
-    cache_key: Option<String>,
-}
-
-impl std::fmt::Debug for LoadedPlugin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LoadedPlugin")
-            .field("name", &self.name)
-            .field("version", &self.version)
-            .field("generation", &self.generation)
-            .finish_non_exhaustive()
-    }
-}
-
-impl LoadedPlugin {
-    /// Whether the plugin declared `capability`.
-    fn declared(&self, capability: Capability) -> bool {
-        self.capabilities.contains(&capability)
-    }
-}
-
-/// A plugin that could not be loaded. Messages name the file and the reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum LoadError {
-    /// The engine could not be built.
-    #[error("cannot configure the WebAssembly engine: {0}")]
-    Engine(String),
-    /// Compilation or linking failed.
-    #[error("plugin {origin}: {reason}")]
-    Invalid {
-        /// The file.
-        origin: String,
-        /// Why.
-        reason: String,
-    },
-    /// Two plugins claim one method.
-    #[error("method {method} is claimed by both plugin {first} and plugin {second}")]
-    Clash {
-        /// The method.
-        method: String,
-        /// The plugin loaded first.
-        first: String,
-        /// The other.
-        second: String,
-    },
-}
-
-/// State shared by every instance.
-#[derive(Debug)]
-pub struct Shared {
-    /// Host facts for the environment capability.
-    pub facts: Arc<EnvironmentFacts>,
-    /// Summaries of every loaded plugin (filled once loading completes).
-    pub plugins: Mutex<Vec<PluginSummary>>,
-    /// The HTTP client.
-    pub http: http::Client,
-}
+pub use self::facts::VERSION;
 
 /// The plugins in service, swapped whole by a reload.
 #[derive(Default)]
@@ -250,7 +148,7 @@ impl Runtime {
         let shared = Arc::new(Shared {
             facts,
             plugins: Mutex::new(Vec::new()),
-            http: http::Client::default(),
+            http: net::Client::default(),
         });
         let hidden = cache
             .iter()
@@ -329,7 +227,7 @@ impl Runtime {
         }
         runtime.install(assemble(plugins)?);
         for plugin in later {
-            linked::link_in_background(plugin, runtime.linking.clone(), runtime.failed.0.clone());
+            link_in_background(plugin, runtime.linking.clone(), runtime.failed.0.clone());
         }
         Ok(runtime)
     }
@@ -511,7 +409,7 @@ impl Runtime {
             Ok(Ok(json)) => {
                 pool.put(plugin, instance);
                 // Leave room for the reply's envelope.
-                if json.len() > crate::rpc::MAX_MESSAGE_BYTES - 1024 {
+                if json.len() > wexec_protocol::limits::MAX_MESSAGE_BYTES - 1024 {
                     return Err(plugin_failed(
                         plugin,
                         &format!(
@@ -544,8 +442,8 @@ impl Runtime {
             info: serde_json::Value,
         }
         let plugin = self
-            .plugin_for(crate::protocol::ENVIRONMENT_INFO)
-            .ok_or_else(|| RpcError::method_not_found(crate::protocol::ENVIRONMENT_INFO))?;
+            .plugin_for(wexec_protocol::ENVIRONMENT_INFO)
+            .ok_or_else(|| RpcError::method_not_found(wexec_protocol::ENVIRONMENT_INFO))?;
         let memo = match (&self.linking.cache, &plugin.cache_key) {
             (Some(cache), Some(key)) if plugin.source.builtin => {
                 let facts = format!("{:?}", self.shared.facts);
@@ -566,9 +464,7 @@ impl Runtime {
                     .map_err(|err| RpcError::internal_error(err.to_string()));
             }
         }
-        let info = self
-            .call_internal(crate::protocol::ENVIRONMENT_INFO)
-            .await?;
+        let info = self.call_internal(wexec_protocol::ENVIRONMENT_INFO).await?;
         // Through a `Value` either way, so a remembered answer is the same text as a fresh one.
         let info: serde_json::Value = serde_json::from_str(info.get())
             .map_err(|err| RpcError::internal_error(err.to_string()))?;
@@ -588,7 +484,7 @@ impl Runtime {
             return Err(RpcError::method_not_found(method));
         };
         let call = CallContext {
-            reply: None,
+            port: None,
             handles: Arc::default(),
             sandbox: None,
         };
@@ -608,7 +504,11 @@ impl Runtime {
             .get(&self.linking, &plugin.source)
             .await
             .map_err(|reason| plugin_failed(plugin, &reason))?;
-        let mut store = new_store(&built.engine, Arc::clone(plugin), Arc::clone(&self.shared));
+        let mut store = new_store(
+            &built.engine,
+            Arc::clone(&plugin.granted),
+            Arc::clone(&self.shared),
+        );
         let bindings = pre
             .instantiate_async(&mut store)
             .await
@@ -625,151 +525,6 @@ enum Start {
         Arc<engine::Built>,
         Result<bindings::PluginPre<HostState>, LoadError>,
     ),
-}
-
-/// `reason` as the load error of `spec`, on one line: some causes (wasmparser's) span lines, and
-/// a startup error reads best on one.
-fn invalid(spec: &PluginSpec, reason: String) -> LoadError {
-    LoadError::Invalid {
-        origin: spec.origin.clone(),
-        reason: reason.split_whitespace().collect::<Vec<_>>().join(" "),
-    }
-}
-
-fn new_store(engine: &Engine, plugin: Arc<LoadedPlugin>, shared: Arc<Shared>) -> Store<HostState> {
-    let mut store = Store::new(engine, HostState::new(plugin, shared));
-    store.limiter(|state| &mut state.limiter);
-    // Checked every tick while guest code runs: trap once the guest's own time is used up,
-    // else yield so a busy guest never holds an executor thread. A call that has barely begun
-    // runs on to the next tick instead: yielding it would only put it behind every queued
-    // request while it holds its instance (which the queue's calls then instantiate anew).
-    store.epoch_deadline_callback(|mut context| {
-        let clock = &mut context.data_mut().clock;
-        if clock.check() {
-            return Err(wasmtime::Trap::Interrupt.into());
-        }
-        if clock.guest_time() < EPOCH_TICK / 2 {
-            return Ok(UpdateDeadline::Continue(1));
-        }
-        Ok(UpdateDeadline::Yield(1))
-    });
-    store
-}
-
-/// Instantiates `pre` once to read the plugin's description, within the plugin's limits.
-async fn describe(
-    engine: &Engine,
-    pre: &bindings::PluginPre<HostState>,
-    spec: &PluginSpec,
-    shared: &Arc<Shared>,
-) -> Result<PluginInfo, String> {
-    let placeholder = Arc::new(LoadedPlugin {
-        generation: 0,
-        name: spec.origin.clone(),
-        version: String::new(),
-        methods: Vec::new(),
-        grants: Grants::default(),
-        limits: spec.limits,
-        source: spec.clone(),
-        capabilities: Vec::new(),
-        roots: filesystem::Roots::default(),
-        pre: Linked::ready(pre.clone()),
-        cache_key: None,
-    });
-    let mut store = new_store(engine, placeholder, Arc::clone(shared));
-    store.data_mut().clock.start();
-    store.set_epoch_deadline(1);
-    let bindings = pre
-        .instantiate_async(&mut store)
-        .await
-        .map_err(|err| format!("cannot be instantiated: {err:#}"))?;
-    bindings
-        .wexec_plugin_handler()
-        .call_describe(&mut store)
-        .await
-        .map_err(|err| format!("describe failed: {err:#}"))
-}
-
-/// `[a-z][a-z0-9-]{0,31}`.
-pub(crate) fn valid_plugin_name(name: &str) -> bool {
-    name.len() <= 32
-        && name.starts_with(|c: char| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-}
-
-fn validate(
-    info: PluginInfo,
-    spec: &PluginSpec,
-    pre: Linked,
-    cache_key: Option<String>,
-    hidden: &[std::path::PathBuf],
-) -> Result<LoadedPlugin, String> {
-    if info.contract != CONTRACT_VERSION {
-        return Err(format!(
-            "was built against plugin contract {}, but this wexec implements {CONTRACT_VERSION}",
-            info.contract
-        ));
-    }
-    let name = &info.name;
-    if !valid_plugin_name(name) {
-        return Err(format!(
-            "plugin name `{name}` must match [a-z][a-z0-9-]{{0,31}}"
-        ));
-    }
-    if !spec.builtin && RESERVED_NAMES.contains(&name.as_str()) {
-        return Err(format!("plugin name `{name}` is reserved by wexec"));
-    }
-    if info.methods.is_empty() {
-        return Err("serves no methods".into());
-    }
-    // The bundled plugins serve wexec's own method families (fs/*, http/*, environment/*).
-    for method in info.methods.iter().filter(|_| !spec.builtin) {
-        let valid = method
-            .strip_prefix(name.as_str())
-            .and_then(|rest| rest.strip_prefix('/'))
-            .is_some_and(|rest| !rest.is_empty());
-        if !valid {
-            return Err(format!("method `{method}` must be `{name}/<method>`"));
-        }
-    }
-    let wants_vars: BTreeSet<String> = if info.capabilities.contains(&Capability::EnvironmentVars) {
-        info.env_vars.iter().cloned().collect()
-    } else {
-        BTreeSet::new()
-    };
-    let grants = spec.grants.clone().restrict_to(
-        info.capabilities.contains(&Capability::Filesystem),
-        info.capabilities.contains(&Capability::Http),
-        &wants_vars,
-    );
-    if let Some((root, cache)) = grants.fs_roots.iter().find_map(|root| {
-        let cache = hidden.iter().find(|dir| root.path.starts_with(dir))?;
-        Some((root, cache))
-    }) {
-        return Err(format!(
-            "its filesystem root {} lies inside wexec's compile cache {}, which no plugin may reach; grant another directory, or move the cache with XDG_CACHE_HOME",
-            root.path.display(),
-            cache.display()
-        ));
-    }
-    let roots = filesystem::Roots::open(&grants.fs_roots, hidden)
-        .map_err(|err| format!("cannot open its filesystem roots: {err}"))?;
-    static GENERATIONS: AtomicU64 = AtomicU64::new(1);
-    Ok(LoadedPlugin {
-        generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
-        name: info.name,
-        version: info.version,
-        methods: info.methods,
-        grants,
-        limits: spec.limits,
-        source: spec.clone(),
-        capabilities: info.capabilities,
-        roots,
-        pre,
-        cache_key,
-    })
 }
 
 /// Builds the method table, refusing duplicate names and methods claimed twice.
@@ -829,87 +584,4 @@ fn failure(plugin: &LoadedPlugin, state: &HostState, err: &wasmtime::Error) -> R
     };
     tracing::warn!(plugin = plugin.name, "{reason}");
     plugin_failed(plugin, &reason)
-}
-
-/// What the capabilities need to know about the call in progress.
-pub struct CallContext {
-    /// Sends the reply (early, through the responder, or when the handler returns); `None`
-    /// for wexec's own calls, which have no client.
-    pub reply: Option<Arc<Reply>>,
-    /// The file handles the called plugin opened on the calling connection.
-    pub handles: Arc<FileHandles>,
-    /// The request's `sandbox` (and the ceiling) for the filesystem capability, if any.
-    pub sandbox: Option<Arc<filesystem::FsPolicy>>,
-}
-
-struct Instance {
-    store: Store<HostState>,
-    bindings: bindings::Plugin,
-}
-
-/// A session's idle instances, per plugin. Dropped with the session.
-#[derive(Default)]
-pub struct InstancePool {
-    /// By plugin name: the generation the instances belong to, and the instances.
-    idle: Mutex<HashMap<String, (u64, Vec<Instance>)>>,
-}
-
-impl std::fmt::Debug for InstancePool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InstancePool").finish_non_exhaustive()
-    }
-}
-
-impl InstancePool {
-    /// An idle instance of exactly this load of `plugin`; instances of a version a reload
-    /// replaced are dropped.
-    fn take(&self, plugin: &LoadedPlugin) -> Option<Instance> {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        let (generation, instances) = idle.get_mut(&plugin.name)?;
-        if *generation != plugin.generation {
-            instances.clear();
-            return None;
-        }
-        instances.pop()
-    }
-
-    /// Drops every idle instance (the session ended).
-    pub fn clear(&self) {
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-    }
-
-    fn put(&self, plugin: &LoadedPlugin, instance: Instance) {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        // Every call puts its instance back: look up before allocating a key.
-        if !idle.contains_key(&plugin.name) {
-            idle.insert(plugin.name.clone(), (plugin.generation, Vec::new()));
-        }
-        let Some((generation, instances)) = idle.get_mut(&plugin.name) else {
-            return;
-        };
-        if *generation != plugin.generation {
-            // An old version's call finishing after a reload: its instance is not reused.
-            if plugin.generation < *generation {
-                return;
-            }
-            *generation = plugin.generation;
-            instances.clear();
-        }
-        if instances.len() < IDLE_INSTANCES_PER_PLUGIN {
-            instances.push(instance);
-        }
-    }
-}
-
-/// A plugin file read from disk.
-pub fn read_plugin_file(path: &std::path::Path) -> Result<Arc<[u8]>, LoadError> {
-    std::fs::read(path)
-        .map(Arc::from)
-        .map_err(|err| LoadError::Invalid {
-            origin: path.display().to_string(),
-            reason: format!("cannot be read: {err}"),
-        })
 }

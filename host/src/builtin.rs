@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use super::{Limits, PluginSpec};
 use crate::grants::{FsRoot, Grants, HostPattern};
+use crate::runtime::{Limits, PluginSpec};
 
 static FS: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_FS_WASM"));
 static HTTP: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_HTTP_WASM"));

@@ -11,48 +11,10 @@ use wasmtime::component::Resource;
 use super::bindings::wexec::plugin::http::{Error, Header, Host, HostBody, Request, Response};
 use super::bindings::wexec::plugin::types::Capability;
 use super::state::HostState;
+use crate::resources::Body;
 
 /// Redirect hops followed at most.
 pub const MAX_REDIRECTS: usize = 10;
-
-/// The shared HTTP client: connection pooling, no automatic redirects, no proxies. Built on
-/// the first request, not at startup: loading the system's root certificates reads and parses
-/// every file of the certificate directory (7 ms here, a quarter of wexec's start before it
-/// was deferred), which a session that never reaches the network should not wait for.
-#[derive(Debug, Default)]
-pub struct Client(tokio::sync::OnceCell<reqwest::Client>);
-
-impl Client {
-    /// The client, built on first use (on the blocking pool: it reads files); a failure is
-    /// reported to this request and retried by the next.
-    async fn get(&self) -> Result<&reqwest::Client, Error> {
-        self.0
-            .get_or_try_init(|| async {
-                tokio::task::spawn_blocking(|| {
-                    // Several callers may race to install the process-wide provider; one wins,
-                    // the rest find it installed.
-                    let _ = rustls::crypto::ring::default_provider().install_default();
-                    reqwest::Client::builder()
-                        .redirect(reqwest::redirect::Policy::none())
-                        .no_proxy()
-                        .build()
-                        .map_err(|err| {
-                            Error::Failed(format!("cannot set up the HTTP client: {err}"))
-                        })
-                })
-                .await
-                .map_err(|err| Error::Failed(format!("cannot set up the HTTP client: {err}")))?
-            })
-            .await
-    }
-}
-
-/// A response body being read by a plugin.
-pub struct Body {
-    response: reqwest::Response,
-    pending: bytes::Bytes,
-    deadline: Option<Instant>,
-}
 
 fn invalid(message: String) -> Error {
     Error::Invalid(message)
@@ -108,7 +70,7 @@ impl HostState {
         let deadline = request
             .timeout_ms
             .map(|ms| Instant::now() + Duration::from_millis(ms));
-        let client = self.shared.http.get().await?;
+        let client = (self.shared.http.get().await).map_err(Error::Failed)?;
         let mut hops = 0;
         loop {
             let mut builder = client

@@ -8,8 +8,8 @@ use rustix::fs::FileType;
 
 use super::policy::FsPolicy;
 use super::resolve::Resolved;
+use super::{DirEntry, FileKind, Metadata, OpenMode};
 use super::{Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Roots, invalid, open};
-use crate::runtime::bindings::wexec::plugin::filesystem::{DirEntry, FileKind, Metadata, OpenMode};
 
 /// Most path components the symlinks of one directory listing may walk together: a
 /// directory of 50,000 links of ten components each lists, while links built to be slow to

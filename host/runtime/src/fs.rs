@@ -1,4 +1,6 @@
-//! The `filesystem` interface, confined to the plugin's granted roots.
+//! The filesystem a plugin is granted: its roots, opened, and every operation confined to
+//! them and to the call's sandbox. Plain Rust values in and out ([`types`]); the WIT
+//! `filesystem` interface (`filesystem.rs`) is the edge that serves it to guests.
 //!
 //! A request path is made absolute-normal lexically (`.`/`..` resolved without touching the
 //! disk), assigned to the innermost root that contains it, and resolved inside that root in
@@ -9,14 +11,13 @@
 //! Files are only ever opened non-blocking and checked to be regular files on the opened
 //! descriptor, so no FIFO or device inside a root can hold a thread ([`open`]).
 
-mod contents;
 mod handles;
-mod host;
 mod open;
 mod ops;
 mod policy;
 mod resolve;
 mod tree;
+mod types;
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -24,10 +25,9 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
-pub use self::contents::Contents;
 pub use self::handles::{ConnectionHandles, FileHandles};
 pub use self::policy::FsPolicy;
-use super::bindings::wexec::plugin::filesystem::{Error, ErrorKind};
+pub use self::types::{DirEntry, Error, ErrorKind, FileKind, Metadata, OpenMode};
 use crate::grants::FsRoot;
 
 pub use wexec_protocol::limits::MAX_READ_FILE_BYTES;
@@ -164,16 +164,19 @@ fn outside(path: &str) -> Error {
     }
 }
 
-fn invalid(message: String) -> Error {
+pub(crate) fn invalid(message: String) -> Error {
     Error {
         kind: ErrorKind::Invalid,
         message,
     }
 }
 
+/// Whether cap-std refused `err` because the path led out of its `Dir`. It makes that error
+/// itself (from the kernel's EXDEV under `RESOLVE_BENEATH`, or its own checks) with no OS error
+/// code, while a denial by the kernel (EACCES, EPERM) always carries one: the code tells them
+/// apart, not the message.
 fn is_escape(err: &io::Error) -> bool {
-    err.kind() == io::ErrorKind::PermissionDenied
-        && err.to_string() == "a path led outside of the filesystem"
+    err.kind() == io::ErrorKind::PermissionDenied && err.raw_os_error().is_none()
 }
 
 fn io_error(path: &str, err: &io::Error) -> Error {
@@ -279,6 +282,18 @@ mod tests {
             &[],
         )
         .unwrap()
+    }
+
+    #[test]
+    fn only_cap_std_refusals_count_as_escapes() {
+        let kernel = io::Error::from(rustix::io::Errno::ACCESS);
+        assert_eq!(kernel.kind(), io::ErrorKind::PermissionDenied);
+        assert!(!is_escape(&kernel));
+        assert_eq!(io_error("/r/x", &kernel).kind, ErrorKind::PermissionDenied);
+        // What cap-std makes of a path leading out (its own wording, no OS code).
+        let escape = io::Error::new(io::ErrorKind::PermissionDenied, "any text at all");
+        assert!(is_escape(&escape));
+        assert_eq!(io_error("/r/x", &escape).kind, ErrorKind::OutsideRoots);
     }
 
     #[test]

@@ -7,14 +7,17 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::component::Component;
 
-use super::bindings::wexec::plugin::types::Capability;
-use super::engine::Core;
-use super::linked::Linked;
-use super::{
-    CONTRACT_VERSION, Limits, LoadError, PluginSpec, Shared, bindings, describe, http, validate,
-};
-use crate::environment::EnvironmentFacts;
+use crate::bindings;
+use crate::bindings::wexec::plugin::types::Capability;
+use crate::engine::Core;
+use crate::facts::EnvironmentFacts;
 use crate::grants::Grants;
+use crate::limits::Limits;
+use crate::linked::Linked;
+use crate::plugin::validate;
+use crate::pool::describe;
+use crate::spec::{CONTRACT_VERSION, LoadError, PluginSpec};
+use crate::state::Shared;
 
 /// The report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +89,7 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
     let shared = Arc::new(Shared {
         facts: Arc::new(EnvironmentFacts::gather()),
         plugins: Mutex::new(Vec::new()),
-        http: http::Client::default(),
+        http: crate::net::Client::default(),
     });
     let spec = PluginSpec {
         origin: origin.to_owned(),

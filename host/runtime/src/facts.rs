@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::path_uri;
+use wexec_protocol::path_uri;
 
 /// wexec's version, as reported in `executorVersion` and `wexec.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -13,33 +13,6 @@ const MAX_MESSAGE_CHARS: usize = 4_096;
 /// Charged so that empty messages cannot flood the log either.
 const LINE_BYTES: usize = 128;
 
-/// What a call has logged so far.
-#[derive(Debug, Default)]
-pub struct LogBudget {
-    used: usize,
-    dropped_lines: u64,
-    dropped_bytes: usize,
-}
-
-impl LogBudget {
-    /// A call begins.
-    pub fn reset(&mut self) {
-        *self = Self::default();
-    }
-
-    /// A call ended: says how much it could not log.
-    pub fn report(&self, plugin: &str, limit: usize) {
-        if self.dropped_lines > 0 {
-            tracing::warn!(
-                plugin,
-                "{} log lines ({} bytes) dropped: a call may log {limit} bytes (--plugin-log-limit-kib)",
-                self.dropped_lines,
-                self.dropped_bytes
-            );
-        }
-    }
-}
-
 /// `message` on one line: control characters and Unicode's line and paragraph separators (a
 /// newline could forge a log line of its own) shown escaped, and cut at [`MAX_MESSAGE_CHARS`].
 fn one_line(message: &str) -> String {

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::OpenMode;
 use super::{Error, ErrorKind, Roots, invalid};
-use crate::runtime::bindings::wexec::plugin::filesystem::OpenMode;
 
 pub use wexec_protocol::limits::{MAX_BLOCK_BYTES, MAX_HANDLE_ID_BYTES, MAX_HANDLES};
 

@@ -2,12 +2,12 @@
 //! its own types, converted at the edge.
 
 wasmtime::component::bindgen!({
-    path: "../wit",
+    path: "../../wit",
     world: "plugin",
     imports: { default: async },
     exports: { default: async },
     with: {
-        "wexec:plugin/http.body": super::http::Body,
-        "wexec:plugin/filesystem.contents": super::filesystem::Contents,
+        "wexec:plugin/http.body": crate::resources::Body,
+        "wexec:plugin/filesystem.contents": crate::resources::Contents,
     },
 });

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::resolve::Resolved;
 use super::{Error, ErrorKind};
-use crate::sandbox::rules::{Level, Rules};
+use crate::rules::{Level, Rules};
 
 /// What one call may do, as entries over absolute canonical paths.
 #[derive(Debug, Clone)]

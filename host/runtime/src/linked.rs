@@ -9,8 +9,6 @@
 //! path: wexec knows their `describe` is a constant; an operator's plugin is described by
 //! running it, every start.
 
-use std::sync::Arc;
-
 use serde::{Deserialize, Serialize};
 
 use super::bindings::exports::wexec::plugin::handler::PluginInfo;
@@ -19,7 +17,7 @@ use super::bindings::{self, PluginPre};
 use super::cache::{Cache, Entry};
 use super::engine::{Built, Core};
 use super::state::HostState;
-use super::{CONTRACT_VERSION, LoadError, PluginSpec, invalid};
+use crate::spec::{CONTRACT_VERSION, LoadError, PluginSpec, invalid};
 
 /// What linking needs, shared by the runtime and the background links it starts.
 #[derive(Clone)]
@@ -109,25 +107,6 @@ impl Linked {
             })
             .await
     }
-}
-
-/// Links `plugin` in the background, so its first call rarely waits; a failure is reported
-/// on `failed` (wexec then stops, as when a plugin cannot be loaded at startup).
-pub fn link_in_background(
-    plugin: Arc<super::LoadedPlugin>,
-    linking: Linking,
-    failed: tokio::sync::mpsc::UnboundedSender<LoadError>,
-) {
-    tokio::spawn(async move {
-        match plugin.pre.get(&linking, &plugin.source).await {
-            Ok(_) => tracing::debug!(plugin = plugin.name, "plugin linked in the background"),
-            // An engine that could not be built is reported as such (`Runtime::failure`).
-            Err(_) if linking.core.get().await.is_err() => {}
-            Err(reason) => {
-                let _ = failed.send(invalid(&plugin.source, reason));
-            }
-        }
-    });
 }
 
 /// A plugin's description as the compile cache remembers it (`<key>.describe.json`).

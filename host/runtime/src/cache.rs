@@ -299,7 +299,7 @@ pub fn key(fingerprint: &str, bytes: &[u8]) -> String {
     derived_key(&[
         bytes,
         fingerprint.as_bytes(),
-        crate::environment::VERSION.as_bytes(),
+        crate::facts::VERSION.as_bytes(),
     ])
 }
 

@@ -1,0 +1,129 @@
+//! A session's idle instances, and the store every instance lives in.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use wasmtime::{Engine, Store, UpdateDeadline};
+
+use crate::bindings;
+use crate::bindings::exports::wexec::plugin::handler::PluginInfo;
+use crate::engine::EPOCH_TICK;
+use crate::plugin::LoadedPlugin;
+use crate::spec::PluginSpec;
+use crate::state::{Granted, HostState, Shared};
+
+/// Idle instances a session keeps per plugin.
+pub const IDLE_INSTANCES_PER_PLUGIN: usize = 4;
+
+pub(crate) struct Instance {
+    pub(crate) store: Store<HostState>,
+    pub(crate) bindings: bindings::Plugin,
+}
+
+/// A session's idle instances, per plugin. Dropped with the session.
+#[derive(Default)]
+pub struct InstancePool {
+    /// By plugin name: the generation the instances belong to, and the instances.
+    idle: Mutex<HashMap<String, (u64, Vec<Instance>)>>,
+}
+
+impl std::fmt::Debug for InstancePool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InstancePool").finish_non_exhaustive()
+    }
+}
+
+impl InstancePool {
+    /// An idle instance of exactly this load of `plugin`; instances of a version a reload
+    /// replaced are dropped.
+    pub(crate) fn take(&self, plugin: &LoadedPlugin) -> Option<Instance> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let (generation, instances) = idle.get_mut(&plugin.name)?;
+        if *generation != plugin.generation {
+            instances.clear();
+            return None;
+        }
+        instances.pop()
+    }
+
+    /// Drops every idle instance (the session ended).
+    pub fn clear(&self) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    pub(crate) fn put(&self, plugin: &LoadedPlugin, instance: Instance) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        // Every call puts its instance back: look up before allocating a key.
+        if !idle.contains_key(&plugin.name) {
+            idle.insert(plugin.name.clone(), (plugin.generation, Vec::new()));
+        }
+        let Some((generation, instances)) = idle.get_mut(&plugin.name) else {
+            return;
+        };
+        if *generation != plugin.generation {
+            // An old version's call finishing after a reload: its instance is not reused.
+            if plugin.generation < *generation {
+                return;
+            }
+            *generation = plugin.generation;
+            instances.clear();
+        }
+        if instances.len() < IDLE_INSTANCES_PER_PLUGIN {
+            instances.push(instance);
+        }
+    }
+}
+
+/// A store for an instance of `plugin`, its limits and guest-time clock armed.
+pub(crate) fn new_store(
+    engine: &Engine,
+    plugin: Arc<Granted>,
+    shared: Arc<Shared>,
+) -> Store<HostState> {
+    let mut store = Store::new(engine, HostState::new(plugin, shared));
+    store.limiter(|state| &mut state.limiter);
+    // Checked every tick while guest code runs: trap once the guest's own time is used up,
+    // else yield so a busy guest never holds an executor thread. A call that has barely begun
+    // runs on to the next tick instead: yielding it would only put it behind every queued
+    // request while it holds its instance (which the queue's calls then instantiate anew).
+    store.epoch_deadline_callback(|mut context| {
+        let clock = &mut context.data_mut().clock;
+        if clock.check() {
+            return Err(wasmtime::Trap::Interrupt.into());
+        }
+        if clock.guest_time() < EPOCH_TICK / 2 {
+            return Ok(UpdateDeadline::Continue(1));
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+    store
+}
+
+/// Instantiates `pre` once to read the plugin's description, within the plugin's limits.
+pub(crate) async fn describe(
+    engine: &Engine,
+    pre: &bindings::PluginPre<HostState>,
+    spec: &PluginSpec,
+    shared: &Arc<Shared>,
+) -> Result<PluginInfo, String> {
+    let placeholder = Arc::new(Granted {
+        name: spec.origin.clone(),
+        limits: spec.limits,
+        ..Granted::default()
+    });
+    let mut store = new_store(engine, placeholder, Arc::clone(shared));
+    store.data_mut().clock.start();
+    store.set_epoch_deadline(1);
+    let bindings = pre
+        .instantiate_async(&mut store)
+        .await
+        .map_err(|err| format!("cannot be instantiated: {err:#}"))?;
+    bindings
+        .wexec_plugin_handler()
+        .call_describe(&mut store)
+        .await
+        .map_err(|err| format!("describe failed: {err:#}"))
+}

@@ -1,0 +1,69 @@
+//! What to load, and why a plugin could not be loaded.
+
+use std::sync::Arc;
+
+use crate::grants::Grants;
+use crate::limits::Limits;
+
+/// The contract version this host implements (`wit/plugin.wit`).
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// What to load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginSpec {
+    /// Where the component came from, for error messages (a path, or `built-in fs`).
+    pub origin: String,
+    /// The component.
+    pub bytes: Arc<[u8]>,
+    /// What the operator granted.
+    pub grants: Grants,
+    /// Its limits.
+    pub limits: Limits,
+    /// Whether the plugin may use names reserved for wexec's own families (the bundled plugins).
+    pub builtin: bool,
+}
+
+/// A plugin that could not be loaded. Messages name the file and the reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// The engine could not be built.
+    #[error("cannot configure the WebAssembly engine: {0}")]
+    Engine(String),
+    /// Compilation or linking failed.
+    #[error("plugin {origin}: {reason}")]
+    Invalid {
+        /// The file.
+        origin: String,
+        /// Why.
+        reason: String,
+    },
+    /// Two plugins claim one method.
+    #[error("method {method} is claimed by both plugin {first} and plugin {second}")]
+    Clash {
+        /// The method.
+        method: String,
+        /// The plugin loaded first.
+        first: String,
+        /// The other.
+        second: String,
+    },
+}
+
+/// `reason` as the load error of `spec`, on one line: some causes (wasmparser's) span lines, and
+/// a startup error reads best on one.
+pub(crate) fn invalid(spec: &PluginSpec, reason: String) -> LoadError {
+    LoadError::Invalid {
+        origin: spec.origin.clone(),
+        reason: reason.split_whitespace().collect::<Vec<_>>().join(" "),
+    }
+}
+
+/// A plugin file read from disk.
+pub fn read_plugin_file(path: &std::path::Path) -> Result<Arc<[u8]>, LoadError> {
+    std::fs::read(path)
+        .map(Arc::from)
+        .map_err(|err| LoadError::Invalid {
+            origin: path.display().to_string(),
+            reason: format!("cannot be read: {err}"),
+        })
+}

@@ -1,0 +1,108 @@
+//! The reply slot every request has, and the [`CallPort`] the plugin runtime answers through:
+//! a reply is sent exactly once, early by a plugin or when the handler returns.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use crate::rpc::{RequestId, RpcResult, encode_notification, encode_reply, encode_success_with};
+use crate::runtime::port::{CallPort, PortFuture, Room};
+use crate::transport::{Outbound, Reservation, TrySend};
+
+/// The reply to one request.
+#[derive(Debug)]
+pub struct Reply {
+    id: RequestId,
+    outbound: Outbound,
+    sent: AtomicBool,
+    /// An early reply that found no room in the queue: sent before the call's first
+    /// notification, or once the call has returned (and its instance is free again).
+    deferred: Mutex<Option<(String, Reservation)>>,
+}
+
+impl Reply {
+    /// The reply slot of request `id` on a connection.
+    pub fn new(id: RequestId, outbound: Outbound) -> Self {
+        Self {
+            id,
+            outbound,
+            sent: AtomicBool::new(false),
+            deferred: Mutex::new(None),
+        }
+    }
+
+    /// Sends `outcome` unless a reply was already sent (then sends a deferred early reply).
+    /// Waits for room in the queue.
+    pub async fn send(&self, outcome: &RpcResult) {
+        if self.sent.swap(true, Ordering::AcqRel) {
+            self.flush().await;
+            return;
+        }
+        // A closed connection has nobody left to answer.
+        let _ = self.outbound.send(encode_reply(&self.id, outcome)).await;
+    }
+
+    /// Queues an early reply now if there is room, else defers it (see [`Reply::flush`]),
+    /// unless a reply was already sent. `reserved` is the room the reply's file contents
+    /// hold, kept until it is written.
+    fn offer(&self, text: impl FnOnce() -> String, reserved: Reservation) {
+        if self.sent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        match self.outbound.try_send_reserved(text(), reserved) {
+            Ok(()) | Err((TrySend::Closed, _)) => {}
+            Err((TrySend::Full(text), reserved)) => {
+                *self.deferred.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((text, reserved));
+            }
+        }
+    }
+
+    /// Sends a deferred early reply, waiting for room.
+    async fn flush(&self) {
+        let deferred = self
+            .deferred
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((text, reserved)) = deferred {
+            let _ = self.outbound.send_reserved(text, reserved).await;
+        }
+    }
+}
+
+impl CallPort for Reply {
+    fn respond(&self, outcome: RpcResult) {
+        self.offer(|| encode_reply(&self.id, &outcome), Reservation::default());
+    }
+
+    fn respond_with(&self, len: usize, write: &mut dyn FnMut(&mut String), room: Room) {
+        let reserved = room.into_inner::<Reservation>().unwrap_or_default();
+        self.offer(|| encode_success_with(&self.id, len, write), reserved);
+    }
+
+    fn notify<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a serde_json::value::RawValue,
+    ) -> PortFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let text = encode_notification(method, params).map_err(|err| err.message)?;
+            // The response first, if it was deferred.
+            self.flush().await;
+            (self.outbound.send(text).await).map_err(|_| "the connection is closed".to_owned())
+        })
+    }
+
+    fn try_room(&self, bytes: u64) -> Option<Room> {
+        self.outbound.try_reserve(bytes).map(Room::new)
+    }
+
+    fn room(&self, bytes: u64) -> PortFuture<'_, Room> {
+        // A closed connection reads nothing: there is nothing to hold back.
+        Box::pin(async move {
+            (self.outbound.reserve(bytes).await)
+                .map(Room::new)
+                .unwrap_or_default()
+        })
+    }
+}
