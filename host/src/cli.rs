@@ -70,7 +70,7 @@ pub struct Options {
     pub plugin_log_limit_kib: u64,
 
     /// WebSocket connections served at once; further upgrades get 503.
-    #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
     /// Live processes one session may have (started and not yet ended with all they forked;
@@ -80,12 +80,12 @@ pub struct Options {
     pub session_processes: Option<usize>,
 
     /// Live processes across every session.
-    #[arg(long, value_name = "N", default_value_t = crate::server::limits::DEFAULT_MAX_PROCESSES)]
+    #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_MAX_PROCESSES)]
     pub max_processes: usize,
 
     /// MiB of inbound messages wexec holds at once (read and not yet answered), across
     /// connections; a message that does not fit is refused with an error.
-    #[arg(long, value_name = "N", default_value_t = (crate::transport::budget::DEFAULT_INBOUND_BYTES >> 20) as u64)]
+    #[arg(long, value_name = "N", default_value_t = (crate::limits::DEFAULT_INBOUND_BYTES >> 20) as u64)]
     pub max_inbound_mib: u64,
 
     /// The process sandbox ceiling: what any process may do at most (a client's `sandbox` can
@@ -171,7 +171,7 @@ pub struct Settings {
     /// With `--config`: how to rebuild the plugin list when files change or on SIGHUP.
     pub reload: Option<ReloadSource>,
     /// What this wexec serves at most.
-    pub limits: crate::server::limits::ServerLimits,
+    pub limits: crate::limits::ServerLimits,
     /// The process sandbox ceiling.
     pub ceiling: Ceiling,
     /// Per-process kernel limits.
@@ -298,7 +298,7 @@ impl Options {
             (
                 "--session-processes",
                 self.session_processes
-                    .unwrap_or(crate::server::limits::DEFAULT_SESSION_PROCESSES),
+                    .unwrap_or(crate::limits::DEFAULT_SESSION_PROCESSES),
             ),
             ("--max-processes", self.max_processes),
         ] {
@@ -344,11 +344,11 @@ impl Options {
             allow_hosts,
             plugins,
             reload,
-            limits: crate::server::limits::ServerLimits {
+            limits: crate::limits::ServerLimits {
                 max_connections: self.max_connections,
                 session_processes: self
                     .session_processes
-                    .unwrap_or(crate::server::limits::DEFAULT_SESSION_PROCESSES),
+                    .unwrap_or(crate::limits::DEFAULT_SESSION_PROCESSES),
                 max_processes: self.max_processes,
                 inbound_bytes,
             },

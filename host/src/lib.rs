@@ -24,6 +24,7 @@
 mod builtin;
 mod cli;
 mod config;
+mod limits;
 pub mod plugin_tool;
 mod process;
 mod rpc;

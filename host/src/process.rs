@@ -3,6 +3,7 @@
 //! every descendant within its session; reading a child's output and its exit, in `pump`.
 
 pub mod cgroup;
+pub mod descriptors;
 pub mod env;
 pub mod output;
 pub mod pty;
@@ -23,8 +24,8 @@ use self::output::{OutputLog, Snapshot};
 use self::pty::PtyMaster;
 use self::spawn::{ChildIo, Spawned};
 use self::supervisor::wire::{INTERRUPT, KILL, TERMINATE};
+use crate::limits::{Counter, Token};
 use crate::protocol::WriteStatus;
-use crate::server::limits::{Counter, Token};
 use crate::transport::Outbound;
 
 /// Between SIGTERM and SIGKILL to a process group.

@@ -4,6 +4,7 @@
 //! ([`crate::process`]); this module only decides.
 
 mod ceiling;
+pub mod confinement;
 pub mod kernel;
 mod placeholders;
 mod request;
@@ -15,7 +16,7 @@ pub use ceiling::{Ceiling, Mode};
 pub use placeholders::{Held, hold, release_all};
 pub use request::request_rules;
 
-use crate::process::supervisor::wire::{Confinement, Layer, LayerAccess};
+use self::confinement::{Confinement, Layer, LayerAccess};
 use crate::protocol::sandbox::SandboxContext;
 use crate::rpc::RpcError;
 use rules::Level;

@@ -2,8 +2,6 @@
 
 pub mod dispatch;
 pub mod handlers;
-pub mod handshakes;
-pub mod limits;
 pub mod processor;
 pub mod reload;
 pub mod reply;
@@ -19,10 +17,10 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 
-use self::limits::Counter;
 use self::session::SessionRegistry;
 use crate::cli::Settings;
 use crate::environment::EnvironmentFacts;
+use crate::limits::Counter;
 use crate::transport::budget::InboundBudget;
 use serde_json::value::RawValue;
 
@@ -243,7 +241,7 @@ fn announce(line: &str) {
 }
 
 async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Option<Arc<str>>) {
-    let handshakes = handshakes::Handshakes::new();
+    let handshakes = crate::transport::websocket::handshakes::Handshakes::new();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,

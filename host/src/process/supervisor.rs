@@ -10,6 +10,7 @@
 //! any signal (the kernel closes a dead process's descriptors), makes the helper SIGKILL the
 //! program and all its descendants, `setsid` ones included, and exit.
 
+mod child;
 mod confine;
 mod exec;
 mod helper;
@@ -27,7 +28,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use self::wire::{Launch, Report};
 
-/// wexec's ends of the zygote's sockets, one per [`zygote::Kind`].
+/// wexec's ends of the zygote's sockets, one per [`helper::Kind`].
 static ZYGOTE: OnceLock<[Mutex<OwnedFd>; 3]> = OnceLock::new();
 
 /// Why the supervisor could not be started.
@@ -57,7 +58,7 @@ pub fn start() -> Result<(), StartError> {
         .map_err(std::io::Error::from)
     };
     let pairs = [pair()?, pair()?, pair()?];
-    match zygote::fork() {
+    match child::fork() {
         Some(0) => zygote::serve(pairs.map(|(ours, theirs)| {
             drop(ours);
             theirs
@@ -136,7 +137,7 @@ pub async fn launch(launch: &Launch, stdio: [OwnedFd; 3]) -> std::io::Result<Sup
         Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => 0,
         Err(err) => return Err(err),
     };
-    send_to_zygote(zygote::Kind::of(launch), theirs.as_fd(), &stdio).await?;
+    send_to_zygote(helper::Kind::of(launch), theirs.as_fd(), &stdio).await?;
     drop(theirs);
     drop(stdio);
     let (reads, mut commands) = tokio::net::UnixStream::from_std(ours)?.into_split();
@@ -188,7 +189,7 @@ const ZYGOTE_RETRY: std::time::Duration = std::time::Duration::from_millis(1);
 /// never blocks a thread: while the socket's queue is full (all spares busy and the zygote
 /// forking more), the start waits and tries again.
 async fn send_to_zygote(
-    kind: zygote::Kind,
+    kind: helper::Kind,
     control: std::os::fd::BorrowedFd<'_>,
     stdio: &[OwnedFd; 3],
 ) -> std::io::Result<()> {

@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::limits::{Counter, ServerLimits};
+use crate::limits::{Counter, ServerLimits};
 use crate::process::ProcessTable;
 use crate::rpc::RpcError;
 use crate::runtime::InstancePool;

@@ -12,9 +12,6 @@ use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// The default shared budget: four maximum-size messages.
-pub const DEFAULT_INBOUND_BYTES: usize = 256 * 1024 * 1024;
-
 /// What each connection may hold outside the shared budget.
 pub const CONNECTION_ALLOWANCE_BYTES: usize = 1024 * 1024;
 

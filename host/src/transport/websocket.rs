@@ -3,6 +3,7 @@
 //! accepted, text is sent; a ping goes out every 30 s; a message over 64 MiB closes the socket
 //! with code 1009.
 
+pub mod handshakes;
 pub mod http;
 
 use std::net::SocketAddr;
@@ -17,12 +18,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+use self::handshakes::Pending;
 use self::http::{Decision, MAX_HEAD_BYTES, Status};
 use super::budget::ConnectionBudget;
 use super::{Connection, INBOUND_QUEUE_MESSAGES, Inbound, Outbound, OutboundMessage, Received};
+use crate::limits::{Counter, Token};
 use crate::rpc::MAX_MESSAGE_BYTES;
-use crate::server::handshakes::Pending;
-use crate::server::limits::{Counter, Token};
 use std::sync::Arc;
 
 /// Interval between keep-alive pings. No pong deadline: a dead peer is noticed by TCP.

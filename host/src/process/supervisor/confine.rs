@@ -80,7 +80,7 @@ pub fn start(
     .map_err(pipe_err)?;
     // Forked before the view is built, in the same mount namespace: its fork and its own
     // preparations run meanwhile.
-    let init = match super::zygote::fork() {
+    let init = match super::child::fork() {
         Some(0) => {
             drop(status_read);
             drop(view_write);
@@ -102,7 +102,7 @@ pub fn start(
                 join,
                 view: view_read,
             };
-            super::zygote::exit(init::run(prepared, stdio, status_write))
+            super::child::exit(init::run(prepared, stdio, status_write))
         }
         Some(pid) => pid,
         None => {

@@ -164,7 +164,7 @@ extern "C" fn child(shared: *mut c_void) -> c_int {
         .and_then(|err| err.raw_os_error())
         .unwrap_or(libc::EINVAL);
     shared.errno.store(errno.max(1), Ordering::Release);
-    super::zygote::exit(127)
+    super::child::exit(127)
 }
 
 fn prepare_and_exec(shared: &mut Shared<'_>) -> std::io::Result<()> {

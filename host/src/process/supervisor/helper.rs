@@ -14,14 +14,50 @@ use std::os::unix::net::UnixStream;
 use rustix::event::{PollFd, PollFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
+use super::child::{exit_code, prepare_program};
 use super::confine;
 use super::exec::{self, Program};
 use super::wire::{INTERRUPT, KILL, Launch, Report, Rlimits, TERMINATE};
-use super::zygote::Kind;
 
 /// How often the helper looks for the end of the last descendant once the program itself has
 /// exited (orphans are reaped meanwhile).
 const REAP_INTERVAL_MS: i64 = 250;
+
+/// What a spare helper has prepared, and so which starts it can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Nothing: unconfined starts.
+    Plain,
+    /// Confined starts without network: the user, PID, IPC and network namespaces entered.
+    Confined,
+    /// Confined starts with network: the same but the network namespace.
+    ConfinedNetwork,
+}
+
+impl Kind {
+    /// Every kind, in socket order.
+    pub const ALL: [Self; 3] = [Self::Plain, Self::Confined, Self::ConfinedNetwork];
+
+    /// The kind of helper `launch` needs.
+    pub fn of(launch: &Launch) -> Self {
+        match &launch.confinement {
+            None => Self::Plain,
+            Some(confinement) if confinement.network => Self::ConfinedNetwork,
+            Some(_) => Self::Confined,
+        }
+    }
+
+    /// Its socket's index in [`Self::ALL`], and the byte that asks for its replacement.
+    pub fn byte(self) -> u8 {
+        self as u8
+    }
+
+    /// Its socket's index in [`Self::ALL`].
+    pub fn index(self) -> usize {
+        usize::from(self.byte())
+    }
+}
 
 /// What the spare helper that took a request had prepared.
 pub struct Spare {
@@ -191,97 +227,6 @@ fn start(
     Ok((child, None))
 }
 
-/// Sets up the program in its child before the exec ([`exec::spawn`]): default signal
-/// dispositions, a new session, the terminal, death with `parent`, the descriptor limit wexec
-/// started with and the operator's limits. System calls only (no allocation, no locks).
-pub(super) fn prepare_program(
-    tty: bool,
-    parent: Pid,
-    limits: &Rlimits,
-    join: Option<RawFd>,
-) -> std::io::Result<()> {
-    if let Some(procs) = join {
-        join_cgroup(procs)?;
-    }
-    default_signal_dispositions();
-    rustix::process::setsid()?;
-    if tty {
-        // stdin is the terminal's slave: make it the controlling terminal.
-        rustix::process::ioctl_tiocsctty(rustix::stdio::stdin())?;
-    }
-    rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-    if let Some(limit) = crate::startup::starting_descriptor_limit() {
-        rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
-    }
-    set_limits(limits)?;
-    // The parent may have died before the death signal was armed.
-    if rustix::process::getppid() != Some(parent) {
-        return Err(std::io::Error::from(rustix::io::Errno::SRCH));
-    }
-    Ok(())
-}
-
-/// Moves the calling process into the cgroup whose `cgroup.procs` is open as `procs`.
-fn join_cgroup(procs: RawFd) -> std::io::Result<()> {
-    #[expect(
-        unsafe_code,
-        reason = "a write on a raw descriptor in the child before its exec"
-    )]
-    // SAFETY: `procs` is open for the whole spawn (the helper owns it); write is
-    // async-signal-safe and reads one byte of a static.
-    let written = unsafe { libc::write(procs, b"0".as_ptr().cast(), 1) };
-    if written == 1 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// The operator's `setrlimit` limits (docs/protocol.md §8.10).
-fn set_limits(limits: &Rlimits) -> std::io::Result<()> {
-    use rustix::process::{Resource, Rlimit, setrlimit};
-    let pairs = [
-        (Resource::Cpu, limits.cpu_seconds, 5),
-        (Resource::As, limits.address_space, 0),
-        (Resource::Nofile, limits.open_files, 0),
-        (Resource::Fsize, limits.file_size, 0),
-    ];
-    for (resource, value, slack) in pairs {
-        if let Some(value) = value {
-            setrlimit(
-                resource,
-                Rlimit {
-                    current: Some(value),
-                    maximum: Some(value.saturating_add(slack)),
-                },
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Gives every signal its default disposition. A signal wexec was started with ignored (`nohup`
-/// ignores SIGHUP, a shell's `&` SIGINT and SIGQUIT) would otherwise stay ignored through
-/// `exec`, and a non-interactive shell cannot even `trap` it: `process/signal` would be lost.
-/// [`exec::spawn`] empties the signal mask. Runs in the child before its exec.
-fn default_signal_dispositions() {
-    // Linux numbers signals 1..=64; sigaction refuses the rest, and SIGKILL/SIGSTOP.
-    for signal in 1..=64 {
-        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
-            continue;
-        }
-        #[expect(unsafe_code, reason = "sigaction is unsafe in libc")]
-        // SAFETY: SIG_DFL is a disposition, not a handler: no code runs on the signal; the
-        // zeroed struct is a valid `sigaction` (empty mask, no flags); sigaction is
-        // async-signal-safe.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(signal, &action, std::ptr::null_mut());
-        }
-    }
-}
-
 /// Reports the exit and relays commands until everything is gone or wexec says (or is) done.
 /// A confined `child` is its PID namespace's init, which relays signals to the program and
 /// reports the program's exit on `init_status` before it exits itself.
@@ -402,14 +347,6 @@ fn reap(child: Pid) -> Reaped {
             Err(_) => return Reaped::NoChildren,
         }
     }
-}
-
-/// The exit code as docs/protocol.md §8.8 gives it: the status, or 128 + the signal.
-pub(super) fn exit_code(status: rustix::process::WaitStatus) -> i32 {
-    status
-        .exit_status()
-        .or_else(|| status.terminating_signal().map(|signal| 128 + signal))
-        .unwrap_or(-1)
 }
 
 /// SIGKILLs the program's group and every descendant, until none is left. Descendants whose

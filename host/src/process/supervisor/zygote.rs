@@ -15,48 +15,12 @@ use std::os::fd::OwnedFd;
 
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 
+use super::child::{exit, fork};
 use super::confine;
-use super::helper;
-use super::wire::Launch;
+use super::helper::{self, Kind};
 
 /// Helpers of each kind kept forked and waiting.
 const SPARES: usize = 2;
-
-/// What a spare helper has prepared, and so which starts it can take.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Kind {
-    /// Nothing: unconfined starts.
-    Plain,
-    /// Confined starts without network: the user, PID, IPC and network namespaces entered.
-    Confined,
-    /// Confined starts with network: the same but the network namespace.
-    ConfinedNetwork,
-}
-
-impl Kind {
-    /// Every kind, in socket order.
-    pub const ALL: [Self; 3] = [Self::Plain, Self::Confined, Self::ConfinedNetwork];
-
-    /// The kind of helper `launch` needs.
-    pub fn of(launch: &Launch) -> Self {
-        match &launch.confinement {
-            None => Self::Plain,
-            Some(confinement) if confinement.network => Self::ConfinedNetwork,
-            Some(_) => Self::Confined,
-        }
-    }
-
-    /// Its socket's index in [`Self::ALL`], and the byte that asks for its replacement.
-    pub fn byte(self) -> u8 {
-        self as u8
-    }
-
-    /// Its socket's index in [`Self::ALL`].
-    pub fn index(self) -> usize {
-        usize::from(self.byte())
-    }
-}
 
 /// Serves until wexec is gone; never returns. The zygote itself only forks: spare helpers
 /// wait on the sockets, and each that takes a request asks for a replacement of its kind.
@@ -191,23 +155,5 @@ fn set_policy(policy: libc::c_int) {
     // SAFETY: `param` is a valid sched_param for the normal policies.
     unsafe {
         libc::sched_setscheduler(0, policy, &raw const param);
-    }
-}
-
-/// `fork`: `Some(0)` in the child, `Some(pid)` in the parent, `None` on failure.
-pub fn fork() -> Option<i32> {
-    #[expect(unsafe_code, reason = "fork is unsafe in libc")]
-    // SAFETY: called only in a single-threaded process (the zygote, or wexec before it starts
-    // any thread), so the child's copy of every lock and allocator is in a consistent state.
-    let pid = unsafe { libc::fork() };
-    (pid >= 0).then_some(pid)
-}
-
-/// Ends the process at once, without unwinding or running destructors meant for the parent.
-pub fn exit(status: i32) -> ! {
-    #[expect(unsafe_code, reason = "_exit is unsafe in libc")]
-    // SAFETY: `_exit` ends the process; nothing runs after it.
-    unsafe {
-        libc::_exit(status)
     }
 }

@@ -14,8 +14,8 @@ use seccompiler::BpfProgram;
 use super::SetupError;
 use super::filter;
 use super::view::{STAGE, staged};
+use crate::process::supervisor::child;
 use crate::process::supervisor::exec::{self, Program};
-use crate::process::supervisor::helper;
 use crate::process::supervisor::wire::{Confinement, Launch};
 
 /// Mechanisms a failure report names, by tag (0: the program itself).
@@ -113,13 +113,13 @@ pub fn run(prepared: Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32 
     let seccomp_tag = 1 + tag_of("seccomp");
     let mut failed_tag = 0;
     let spawned = exec::spawn(&executable, &stdio, &mut || {
-        helper::prepare_program(tty, init, &limits, join)?;
+        child::prepare_program(tty, init, &limits, join)?;
         drop_capabilities()?;
         failed_tag = seccomp_tag;
         filter::install(filters)?;
         failed_tag = 0;
         if probe {
-            crate::process::supervisor::zygote::exit(0);
+            child::exit(0);
         }
         Ok(())
     });
@@ -228,7 +228,7 @@ fn wait(program: Pid, signals: &libc::sigset_t) -> i32 {
     loop {
         loop {
             match rustix::process::wait(WaitOptions::NOHANG) {
-                Ok(Some((pid, status))) if pid == program => return helper::exit_code(status),
+                Ok(Some((pid, status))) if pid == program => return child::exit_code(status),
                 Ok(Some(_orphan)) => {}
                 Ok(None) => break,
                 Err(rustix::io::Errno::INTR) => {}

@@ -14,6 +14,10 @@ pub const DEFAULT_SESSION_PROCESSES: usize = 256;
 /// in wexec and up to 1 MiB of retained output.
 pub const DEFAULT_MAX_PROCESSES: usize = 1024;
 
+/// Default `--max-inbound-mib`: bytes of inbound messages held at once across connections
+/// (four maximum-size messages; `transport/budget.rs`).
+pub const DEFAULT_INBOUND_BYTES: usize = 256 * 1024 * 1024;
+
 /// The host-wide limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
@@ -33,7 +37,7 @@ impl Default for ServerLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             session_processes: DEFAULT_SESSION_PROCESSES,
             max_processes: DEFAULT_MAX_PROCESSES,
-            inbound_bytes: crate::transport::budget::DEFAULT_INBOUND_BYTES,
+            inbound_bytes: DEFAULT_INBOUND_BYTES,
         }
     }
 }
