@@ -5,7 +5,6 @@
 pub mod parse;
 
 use serde::Serialize;
-use serde_json::Value;
 
 pub use wexec_protocol::limits::MAX_MESSAGE_BYTES;
 pub use wexec_protocol::rpc::*;
@@ -14,21 +13,6 @@ pub use wexec_protocol::rpc::*;
 pub fn to_result<T: Serialize>(value: &T) -> RpcResult {
     serde_json::value::to_raw_value(value)
         .map_err(|err| RpcError::internal_error(format!("failed to encode result: {err}")))
-}
-
-/// Decodes `params` (absent = `null`) into `T`, mapping failures to -32602 with serde's text,
-/// for example ``missing field `processId` ``.
-pub fn decode_params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcError> {
-    serde_json::from_value(params).map_err(|err| RpcError::invalid_params(err.to_string()))
-}
-
-/// Accepts the params of a parameterless method: absent, `null` or any object (unknown members
-/// are ignored, docs/protocol.md §1 and §4.3).
-pub fn expect_no_params(params: &Value) -> Result<(), RpcError> {
-    match params {
-        Value::Null | Value::Object(_) => Ok(()),
-        _ => Err(RpcError::invalid_params("this method takes no params")),
-    }
 }
 
 /// Encodes a reply to `id`. A reply that would exceed [`MAX_MESSAGE_BYTES`] is replaced by a
@@ -137,7 +121,7 @@ mod tests {
         let big = "x".repeat(MAX_MESSAGE_BYTES);
         let result = to_result(&big).unwrap();
         let encoded = encode_reply(&RequestId::Integer(1), &Ok(result));
-        let value: Value = serde_json::from_str(&encoded).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&encoded).unwrap();
         assert_eq!(value["error"]["code"], INTERNAL_ERROR);
         assert!(encoded.len() < 1024);
     }
@@ -148,17 +132,5 @@ mod tests {
             encode_notification("x/y", &serde_json::json!({})).unwrap(),
             r#"{"jsonrpc":"2.0","method":"x/y","params":{}}"#
         );
-    }
-
-    #[test]
-    fn decode_params_names_the_missing_field() {
-        #[derive(Debug, serde::Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        #[allow(dead_code)]
-        struct P {
-            process_id: String,
-        }
-        let err = decode_params::<P>(serde_json::json!({})).unwrap_err();
-        assert_eq!(err, RpcError::invalid_params("missing field `processId`"));
     }
 }

@@ -1,11 +1,12 @@
 //! The server: process-wide state, and the two ways of serving it (stdio, WebSocket).
 
+pub mod context;
 pub mod dispatch;
 pub mod handlers;
+pub mod methods;
 pub mod processor;
 pub mod reload;
 pub mod reply;
-pub mod router;
 pub mod session;
 
 use std::future::Future;

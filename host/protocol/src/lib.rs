@@ -126,3 +126,17 @@ pub struct WexecInfo {
     /// The loaded plugins.
     pub plugins: Vec<PluginSummary>,
 }
+
+/// The params of a method that takes none: absent, `null` or any object (unknown members are
+/// ignored, docs/protocol.md §1 and §4.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoParams;
+
+impl<'de> serde::Deserialize<'de> for NoParams {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(deserializer)? {
+            serde_json::Value::Null | serde_json::Value::Object(_) => Ok(Self),
+            _ => Err(serde::de::Error::custom("this method takes no params")),
+        }
+    }
+}

@@ -4,15 +4,12 @@
 pub mod plugin;
 pub mod process;
 
-use serde_json::Value;
-
-use super::processor::RequestContext;
-use crate::protocol::EnvironmentStatus;
-use crate::rpc::{RpcResult, expect_no_params, to_result};
+use super::context::RequestContext;
+use crate::protocol::{EnvironmentStatus, NoParams};
+use crate::rpc::{RpcResult, to_result};
 
 /// `environment/status`.
-pub async fn environment_status(_ctx: RequestContext, params: Value) -> RpcResult {
-    expect_no_params(&params)?;
+pub async fn environment_status(_ctx: RequestContext, _params: NoParams) -> RpcResult {
     to_result(&EnvironmentStatus {
         status: "ready".to_owned(),
     })

@@ -2,64 +2,21 @@
 //! dispatcher. Until `initialized` is processed, messages are handled one at a time in arrival
 //! order, so gating errors keep wire order (docs/protocol.md §5.2, §6).
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use super::ServerState;
+use super::context::{ConnectionContext, RequestContext};
 use super::dispatch::Dispatcher;
+use super::methods::{self, Method, Notification};
 use super::reply::Reply;
-use super::router;
-use super::session::{ConnectionId, SessionHandle};
-use crate::protocol::{
-    HTTP_REQUEST, INITIALIZE, INITIALIZED, InitializeParams, InitializeResponse,
-};
+use super::session::SessionHandle;
+use crate::protocol::{InitializeParams, InitializeResponse};
 use crate::rpc::parse::{Incoming, Request, parse_message};
-use crate::rpc::{RequestId, RpcError, RpcResult, decode_params, encode_reply, to_result};
-use crate::runtime::ConnectionHandles;
+use crate::rpc::{RequestId, RpcError, RpcResult, encode_reply, to_result};
 use crate::transport::budget::Held;
-use crate::transport::{Connection, Outbound, Received};
-
-/// What a handler may use: the server, the session, and its own connection.
-#[derive(Clone)]
-pub struct RequestContext {
-    /// Process-wide state.
-    pub server: Arc<ServerState>,
-    /// The session the request belongs to.
-    pub session: SessionHandle,
-    /// The connection the request arrived on.
-    pub connection: Arc<ConnectionContext>,
-    /// The method called.
-    pub method: String,
-    /// Where the reply goes (a plugin may send it early).
-    pub reply: Arc<Reply>,
-}
-
-/// Per-connection state shared with handlers.
-pub struct ConnectionContext {
-    /// This connection's id.
-    pub id: ConnectionId,
-    /// The peer, as named in error texts.
-    pub peer: String,
-    /// Where replies go.
-    pub outbound: Outbound,
-    /// The connection's open file handles, per plugin; they close with it.
-    pub handles: ConnectionHandles,
-    /// `requestId`s of the connection's active HTTP body streams.
-    streams: Arc<Mutex<HashSet<String>>>,
-    closing: watch::Receiver<bool>,
-}
-
-impl ConnectionContext {
-    /// Resolves once the connection has stopped reading (the client went away). Long polls use
-    /// it to answer at once instead of holding up shutdown.
-    pub async fn closing(&self) {
-        let mut closing = self.closing.clone();
-        // The sender lives until the processor returns, after which `true` was sent.
-        let _ = closing.wait_for(|closing| *closing).await;
-    }
-}
+use crate::transport::{Connection, Received};
 
 enum Phase {
     AwaitingInitialize,
@@ -103,14 +60,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
     let (closing_tx, closing) = watch::channel(false);
     let mut processor = Processor {
         server,
-        connection: Arc::new(ConnectionContext {
-            id: ConnectionId::next(),
-            peer,
-            outbound,
-            handles: ConnectionHandles::default(),
-            streams: Arc::default(),
-            closing,
-        }),
+        connection: Arc::new(ConnectionContext::new(peer, outbound, closing)),
         phase: Phase::AwaitingInitialize,
         dispatcher: Dispatcher::new(),
         inline: false,
@@ -191,7 +141,11 @@ impl Processor {
         };
         match message {
             Incoming::Request(request) => self.request(request, held).await,
-            Incoming::Notification { method, .. } if method == INITIALIZED => self.initialized(),
+            Incoming::Notification { method, .. }
+                if methods::notification(&method) == Some(Notification::Initialized) =>
+            {
+                self.initialized()
+            }
             Incoming::Notification { method, .. } => {
                 tracing::warn!(
                     peer = self.connection.peer,
@@ -233,14 +187,16 @@ impl Processor {
         if let Some(trace) = &trace {
             tracing::debug!(%id, method, %trace, "request");
         }
-        if method == INITIALIZE {
-            let outcome = self.initialize(params);
-            return self.reply(&id, outcome).await;
-        }
-        let Some(route) = router::route(&method, &self.server) else {
-            return self
-                .reply(&id, Err(RpcError::method_not_found(&method)))
-                .await;
+        let route = match methods::lookup(&method, &self.server) {
+            None => {
+                let error = RpcError::method_not_found(&method);
+                return self.reply(&id, Err(error)).await;
+            }
+            Some(Method::Initialize) => {
+                let outcome = self.initialize(params);
+                return self.reply(&id, outcome).await;
+            }
+            Some(Method::Serve(route)) => route,
         };
         let family = route.family.name();
         let session = match &self.phase {
@@ -263,9 +219,10 @@ impl Processor {
             }
             Phase::Ready(session) => session.clone(),
         };
-        let stream = match self.reserve_stream(&method, &params) {
-            Ok(stream) => stream,
-            Err(error) => return self.reply(&id, Err(error)).await,
+        let admission = match route.admit.map(|admit| admit(&self.connection, &params)) {
+            None | Some(Ok(None)) => None,
+            Some(Ok(Some(admission))) => Some(admission),
+            Some(Err(error)) => return self.reply(&id, Err(error)).await,
         };
         let reply = Arc::new(Reply::new(id, self.connection.outbound.clone()));
         let ctx = RequestContext {
@@ -277,8 +234,8 @@ impl Processor {
         };
         let lane = route.lane.key(&params);
         let job = async move {
-            // Held until the call (and so the stream) ends.
-            let _stream = stream;
+            // Held until the call (and so, say, its stream) ends.
+            let _admission = admission;
             let _held = held;
             let outcome = (route.handler)(ctx, params).await;
             // Unless a plugin already answered early.
@@ -290,47 +247,13 @@ impl Processor {
         Flow::Continue
     }
 
-    /// Reserves the `requestId` of a streaming `http/request` at arrival, so ids are taken in
-    /// wire order (docs/protocol.md §6); a duplicate of an active stream is refused.
-    fn reserve_stream(
-        &self,
-        method: &str,
-        params: &serde_json::Value,
-    ) -> Result<Option<StreamReservation>, RpcError> {
-        let streaming = params.get("streamResponse") == Some(&serde_json::Value::Bool(true));
-        let Some(id) = params
-            .get("requestId")
-            .and_then(serde_json::Value::as_str)
-            .filter(|_| streaming)
-        else {
-            return Ok(None);
-        };
-        if method != HTTP_REQUEST {
-            return Ok(None);
-        }
-        let mut active = self
-            .connection
-            .streams
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if !active.insert(id.to_owned()) {
-            return Err(RpcError::invalid_params(format!(
-                "http/request streamResponse requestId `{id}` is already active"
-            )));
-        }
-        Ok(Some(StreamReservation {
-            streams: Arc::clone(&self.connection.streams),
-            id: id.to_owned(),
-        }))
-    }
-
     fn initialize(&mut self, params: serde_json::Value) -> RpcResult {
         if !matches!(self.phase, Phase::AwaitingInitialize) {
             return Err(RpcError::invalid_request(
                 "initialize may only be sent once per connection",
             ));
         }
-        let params: InitializeParams = decode_params(params)?;
+        let params: InitializeParams = methods::decode(params)?;
         let sessions = &self.server.sessions;
         let connection = &self.connection;
         let session = match params.resume_session_id {
@@ -363,20 +286,5 @@ impl Processor {
             Ok(()) => Flow::Continue,
             Err(_) => Flow::Close,
         }
-    }
-}
-
-/// An active stream's `requestId`, released on drop.
-struct StreamReservation {
-    streams: Arc<Mutex<HashSet<String>>>,
-    id: String,
-}
-
-impl Drop for StreamReservation {
-    fn drop(&mut self) {
-        self.streams
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&self.id);
     }
 }

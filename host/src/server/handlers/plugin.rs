@@ -6,13 +6,13 @@ use serde_json::Value;
 
 use crate::path_uri;
 use crate::protocol::sandbox::SandboxContext;
-use crate::protocol::{PluginGrants, PluginList, PluginListing};
-use crate::rpc::{RpcError, RpcResult, expect_no_params, to_result};
+use crate::protocol::{NoParams, PluginGrants, PluginList, PluginListing};
+use crate::rpc::{RpcError, RpcResult, to_result};
 use crate::runtime::CallContext;
 use crate::runtime::fs::FsPolicy;
 use crate::runtime::port::CallPort;
 use crate::sandbox::{self, rules::Level, rules::Rules};
-use crate::server::processor::RequestContext;
+use crate::server::context::RequestContext;
 
 /// A method claimed by a plugin: its params (absent = `null`) go to the plugin as JSON text,
 /// on an instance of the calling session.
@@ -81,8 +81,7 @@ fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPol
 }
 
 /// `plugin/list`: every plugin with its methods and effective grants.
-pub async fn list(ctx: RequestContext, params: Value) -> RpcResult {
-    expect_no_params(&params)?;
+pub async fn list(ctx: RequestContext, _params: NoParams) -> RpcResult {
     let plugins = ctx
         .server
         .runtime

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde_json::Value;
 
 use crate::path_uri::{self, PathUriError};
 use crate::process::Process;
@@ -16,16 +15,15 @@ use crate::protocol::{
     ProcessStartResponse, ProcessTerminateParams, ProcessTerminateResponse, ProcessWriteParams,
     ProcessWriteResponse, WriteStatus,
 };
-use crate::rpc::{RpcError, RpcResult, decode_params, to_result};
+use crate::rpc::{RpcError, RpcResult, to_result};
 use crate::sandbox;
-use crate::server::processor::RequestContext;
+use crate::server::context::RequestContext;
 
 const RESUMED_ELSEWHERE: &str = "session has been resumed by another connection";
 
 /// `process/start` (docs/protocol.md §8.1). Checks run in the specified order; nothing is spawned
 /// when one fails.
-pub async fn start(ctx: RequestContext, params: Value) -> RpcResult {
-    let params: ProcessStartParams = decode_params(params)?;
+pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult {
     enabled(&ctx)?;
     let cwd =
         path_uri::parse(&params.cwd).map_err(|err| RpcError::invalid_params(cwd_error(err)))?;
@@ -160,8 +158,7 @@ fn readable_process(ctx: &RequestContext, id: &str) -> Result<Arc<Process>, RpcE
 }
 
 /// `process/read` (docs/protocol.md §8.2), with an event-driven long poll.
-pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
-    let params: ProcessReadParams = decode_params(params)?;
+pub async fn read(ctx: RequestContext, params: ProcessReadParams) -> RpcResult {
     enabled(&ctx)?;
     let process = readable_process(&ctx, &params.process_id)?;
     let after_seq = params.after_seq.unwrap_or(0);
@@ -205,8 +202,7 @@ pub async fn read(ctx: RequestContext, params: Value) -> RpcResult {
 }
 
 /// `process/write` (docs/protocol.md §8.3).
-pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
-    let params: ProcessWriteParams = decode_params(params)?;
+pub async fn write(ctx: RequestContext, params: ProcessWriteParams) -> RpcResult {
     enabled(&ctx)?;
     if params.write_id.as_deref() == Some("") {
         return Err(RpcError::invalid_params("writeId must not be empty"));
@@ -225,8 +221,7 @@ pub async fn write(ctx: RequestContext, params: Value) -> RpcResult {
 }
 
 /// `process/signal` (docs/protocol.md §8.4).
-pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
-    let params: ProcessSignalParams = decode_params(params)?;
+pub async fn signal(ctx: RequestContext, params: ProcessSignalParams) -> RpcResult {
     enabled(&ctx)?;
     if let Some(process) = ctx.session.session().processes().get(&params.process_id) {
         process
@@ -237,8 +232,7 @@ pub async fn signal(ctx: RequestContext, params: Value) -> RpcResult {
 }
 
 /// `process/terminate` (docs/protocol.md §8.5).
-pub async fn terminate(ctx: RequestContext, params: Value) -> RpcResult {
-    let params: ProcessTerminateParams = decode_params(params)?;
+pub async fn terminate(ctx: RequestContext, params: ProcessTerminateParams) -> RpcResult {
     enabled(&ctx)?;
     let running = ctx
         .session
