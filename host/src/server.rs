@@ -159,7 +159,7 @@ pub async fn serve_stdio(
     std::thread::Builder::new()
         .name("wexec-stdio".into())
         .spawn(move || {
-            crate::transport::allow_direct_writes();
+            stdio::direct::allow_direct_writes();
             crate::runtime::threads::allow_inline_guests();
             runtime.block_on(processor::serve(connection, processor_server));
             let _ = finished.send(());

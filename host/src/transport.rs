@@ -121,7 +121,7 @@ pub struct Outbound {
     queue: mpsc::Sender<OutboundMessage>,
     budget: Arc<Semaphore>,
     contents: Arc<Semaphore>,
-    /// A way around the queue for threads allowed to use it ([`allow_direct_writes`]).
+    /// A way around the queue, when the transport has one (stdio: `stdio/direct.rs`).
     direct: Option<Arc<dyn DirectSink>>,
 }
 
@@ -135,23 +135,13 @@ impl std::fmt::Debug for Outbound {
 
 /// Output a sender may write itself, keeping the queue's order, when that cannot block.
 pub trait DirectSink: Send + Sync {
-    /// Writes `text` as one message if nothing is queued ahead of it and it fits without
-    /// blocking; `false` leaves it to the queue.
+    /// Writes `text` as one message if this thread may, nothing is queued ahead of it and it
+    /// fits without blocking; `false` leaves it to the queue.
     fn try_write(&self, text: &str) -> bool;
     /// A message is about to be queued (it must be written before any direct write).
     fn queued(&self);
     /// A message announced by [`DirectSink::queued`] could not be queued after all.
     fn dropped(&self);
-}
-
-thread_local! {
-    static DIRECT_WRITES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Lets this thread write replies itself when the transport allows it: stdio's processor
-/// thread, which is no runtime worker (one switch between threads fewer per reply).
-pub fn allow_direct_writes() {
-    DIRECT_WRITES.with(|allowed| allowed.set(true));
 }
 
 /// Why [`Outbound::try_send`] did not queue a message.
@@ -197,7 +187,7 @@ impl Outbound {
     /// [`Outbound::send`] for a reply holding a [`Reservation`], kept until it is written.
     pub async fn send_reserved(&self, text: String, reserved: Reservation) -> Result<(), Closed> {
         if let Some(direct) = &self.direct {
-            if DIRECT_WRITES.with(std::cell::Cell::get) && direct.try_write(&text) {
+            if direct.try_write(&text) {
                 return Ok(());
             }
             direct.queued();
@@ -220,7 +210,7 @@ impl Outbound {
         reserved: Reservation,
     ) -> Result<(), (TrySend, Reservation)> {
         if let Some(direct) = &self.direct {
-            if DIRECT_WRITES.with(std::cell::Cell::get) && direct.try_write(&text) {
+            if direct.try_write(&text) {
                 return Ok(());
             }
             direct.queued();

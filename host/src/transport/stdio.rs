@@ -4,23 +4,24 @@
 //!
 //! Both directions use std I/O on dedicated threads: input is read by the thread that runs the
 //! connection's processor (so a request reaches its handler without a switch between threads,
-//! which on small machines costs more than the work), output by a writer thread. tokio's
-//! `Stdin`/`Stdout` hop to the blocking pool and copy through an extra buffer on every call.
+//! which on small machines costs more than the work), output by a writer thread, or by the
+//! processor thread itself when that keeps order and cannot block ([`direct`], the fast path
+//! and its invariants). tokio's `Stdin`/`Stdout` hop to the blocking pool and copy through an
+//! extra buffer on every call.
 
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::budget::ConnectionBudget;
-use super::{Connection, DirectSink, Inbound, Outbound, OutboundMessage, Received};
+use super::{Connection, DirectSink, Inbound, Outbound, Received};
 use crate::rpc::MAX_MESSAGE_BYTES;
 
-mod room;
-use room::Output;
-pub use room::PipeRoom;
+pub mod direct;
+use direct::DirectOutput;
+pub use direct::PipeRoom;
 
 /// The peer name used in error texts.
 pub const PEER: &str = "wexec stdio";
@@ -44,18 +45,10 @@ where
     W: Write + Send + 'static,
 {
     let (outbound, outbound_rx) = Outbound::channel();
-    let output = Arc::new(SharedOutput {
-        writer: Mutex::new(BufWriter::with_capacity(
-            IO_BUFFER_BYTES,
-            Output::new(Box::new(writer), room),
-        )),
-        pending: AtomicUsize::new(0),
-        more_input: AtomicBool::new(false),
-        broken: AtomicBool::new(false),
-    });
+    let output = Arc::new(DirectOutput::new(Box::new(writer), room, IO_BUFFER_BYTES));
     let inbound = Inbound::Lines(LineReader::new(reader, Arc::clone(&output), budget));
     let outbound = outbound.with_direct(Arc::clone(&output) as Arc<dyn DirectSink>);
-    let writer = tokio::task::spawn_blocking(move || write_lines(&output, outbound_rx));
+    let writer = tokio::task::spawn_blocking(move || output.write_queued(outbound_rx));
     let connection = Connection {
         peer: PEER.to_owned(),
         inbound,
@@ -63,82 +56,6 @@ where
         detachable: false,
     };
     (connection, writer)
-}
-
-/// stdout, shared by the writer thread and (when it cannot block) the processor thread.
-struct SharedOutput {
-    writer: Mutex<BufWriter<Output>>,
-    /// Messages queued for the writer thread and not yet flushed: while any is, nothing may be
-    /// written around the queue.
-    pending: AtomicUsize,
-    /// Another request is already read: a direct reply may wait in the buffer for the ones
-    /// that follow (flushed before the reader waits for input, or at [`HELD_BYTES`]).
-    more_input: AtomicBool,
-    broken: AtomicBool,
-}
-
-/// The most a direct writer holds back for the replies that follow.
-const HELD_BYTES: usize = 64 * 1024;
-
-impl SharedOutput {
-    /// Writes what direct writes held back. If the writer thread holds the lock, it flushes
-    /// everything before it lets go of its queue, so nothing waits for the lock here.
-    fn flush_held(&self) {
-        if let Ok(mut writer) = self.writer.try_lock()
-            && !writer.buffer().is_empty()
-            && let Err(err) = writer.flush()
-        {
-            self.failed(&err);
-        }
-    }
-
-    /// stdout is broken: every later message is discarded instead of written.
-    fn failed(&self, err: &std::io::Error) {
-        tracing::warn!("stdout write failed; further output is discarded: {err}");
-        self.broken.store(true, Ordering::SeqCst);
-    }
-}
-
-impl DirectSink for SharedOutput {
-    fn try_write(&self, text: &str) -> bool {
-        if self.pending.load(Ordering::SeqCst) != 0 || self.broken.load(Ordering::SeqCst) {
-            return false;
-        }
-        let Ok(mut writer) = self.writer.try_lock() else {
-            return false;
-        };
-        // Under the lock the writer thread can neither be writing nor have anything buffered.
-        if self.pending.load(Ordering::SeqCst) != 0 {
-            return false;
-        }
-        let held = writer.buffer().len();
-        if !(writer.get_mut().room.as_mut()).is_some_and(|room| room.fits(held + text.len() + 1)) {
-            return false;
-        }
-        let hold = self.more_input.load(Ordering::SeqCst);
-        let written = writer
-            .write_all(text.as_bytes())
-            .and_then(|()| writer.write_all(b"\n"))
-            .and_then(|()| {
-                if hold && writer.buffer().len() < HELD_BYTES {
-                    Ok(())
-                } else {
-                    writer.flush()
-                }
-            });
-        if let Err(err) = written {
-            self.failed(&err);
-        }
-        true
-    }
-
-    fn queued(&self) {
-        self.pending.fetch_add(1, Ordering::SeqCst);
-    }
-
-    fn dropped(&self) {
-        self.pending.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// stdin split into messages: `\n` or `\r\n` ends a line, blank lines are skipped, and a line
@@ -149,14 +66,14 @@ pub struct LineReader {
     /// Set while parked in a read: the owner may then exit without waiting for this thread.
     waiting: Arc<AtomicBool>,
     /// Told whether more input is already read, and flushed before waiting for more.
-    output: Arc<SharedOutput>,
+    output: Arc<DirectOutput>,
     budget: ConnectionBudget,
 }
 
 impl LineReader {
     fn new<R: Read + Send + 'static>(
         reader: R,
-        output: Arc<SharedOutput>,
+        output: Arc<DirectOutput>,
         budget: ConnectionBudget,
     ) -> Self {
         Self {
@@ -193,8 +110,7 @@ impl LineReader {
             let mut line = Vec::new();
             let would_block = !self.has_buffered_line();
             if would_block {
-                self.output.more_input.store(false, Ordering::SeqCst);
-                self.output.flush_held();
+                self.output.input_drained();
             }
             self.waiting.store(would_block, Ordering::SeqCst);
             let read = (&mut self.reader)
@@ -216,8 +132,7 @@ impl LineReader {
                         );
                         self.ended = true;
                     } else if !line.iter().all(u8::is_ascii_whitespace) {
-                        let more = self.has_buffered_line();
-                        self.output.more_input.store(more, Ordering::SeqCst);
+                        self.output.read_request(self.has_buffered_line());
                         return Some(line);
                     }
                 }
@@ -228,41 +143,6 @@ impl LineReader {
             }
         }
         None
-    }
-}
-
-fn write_lines(output: &SharedOutput, mut queue: mpsc::Receiver<OutboundMessage>) {
-    let mut unflushed = 0;
-    while let Some(message) = queue.blocking_recv() {
-        if message.end {
-            break;
-        }
-        let mut writer = output.writer.lock().unwrap_or_else(PoisonError::into_inner);
-        unflushed += 1;
-        let written = writer
-            .write_all(message.text.as_bytes())
-            .and_then(|()| writer.write_all(b"\n"))
-            // Batch whatever is already queued into one flush; never hold a message back.
-            .and_then(|()| {
-                if queue.is_empty() {
-                    writer.flush()?;
-                    output.pending.fetch_sub(unflushed, Ordering::SeqCst);
-                    unflushed = 0;
-                }
-                Ok(())
-            });
-        drop(writer);
-        drop(message);
-        if let Err(err) = written {
-            output.failed(&err);
-            // Keep draining so senders never block on a dead stdout.
-            while queue.blocking_recv().is_some() {}
-            return;
-        }
-    }
-    let mut writer = output.writer.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Err(err) = writer.flush() {
-        tracing::warn!("stdout flush failed: {err}");
     }
 }
 
