@@ -1,5 +1,5 @@
 //! Builds the bundled plugins (`plugins/fs`, `plugins/http`, `plugins/env`) for
-//! `wasm32-wasip2` so the `wexec` binary embeds them (`runtime/builtin.rs`).
+//! `wasm32-wasip2` so the `wexec` binary embeds them (`src/builtin.rs`).
 
 use wexec_wasm_build::Profile;
 

@@ -55,12 +55,9 @@ mod error;
 mod plugin;
 
 pub use error::RpcError;
-pub use plugin::{Call, Capability, Info, Plugin, Response};
+pub use plugin::{CONTRACT, Call, Capability, Info, Plugin, Response};
 /// The protocol's plain data (method names, params and results, limits), shared with the host.
 pub use wexec_protocol as protocol;
-
-/// The plugin contract (`wit/plugin.wit`, package `wexec:plugin`) this SDK implements.
-pub const CONTRACT: &str = "0.1.0";
 
 /// The generated bindings; used by [`export_plugin!`], not meant for plugin code.
 #[doc(hidden)]

@@ -5,7 +5,10 @@ use serde::de::DeserializeOwned;
 
 use crate::bindings::exports::wexec::plugin::handler::PluginInfo;
 use crate::bindings::wexec::plugin::types::Capability as WitCapability;
-use crate::{CONTRACT, RpcError};
+use crate::error::RpcError;
+
+/// The plugin contract (`wit/plugin.wit`, package `wexec:plugin`) this SDK implements.
+pub const CONTRACT: &str = "0.1.0";
 
 /// A wexec plugin: what it is, and how it answers a call.
 pub trait Plugin {

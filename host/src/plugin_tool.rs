@@ -117,7 +117,10 @@ pub fn render(origin: &str, size: usize, report: &Inspection) -> String {
         },
     );
     match &report.verdict {
-        Ok(()) => line("loadable:", &format!("yes, by wexec {}", crate::VERSION)),
+        Ok(()) => line(
+            "loadable:",
+            &format!("yes, by wexec {}", crate::environment::VERSION),
+        ),
         Err(reason) => line("loadable:", &format!("no: {reason}")),
     }
     out

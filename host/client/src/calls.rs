@@ -7,9 +7,10 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use serde_json::json;
 
+use super::client::Client;
+use super::error::ClientError;
 use super::http::{HttpBody, HttpReply};
 use super::process::{ProcessHandle, closed_read};
-use super::{Client, ClientError};
 use crate::protocol::*;
 
 /// An empty result (`{}`).

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -14,6 +14,7 @@ use tokio::task::AbortHandle;
 
 use super::error::ClientError;
 use super::router::Router;
+use super::sync::lock;
 use super::transport::{Inbound, ServerChild, Transport};
 use crate::protocol::{INITIALIZE, INITIALIZED, InitializeParams, InitializeResponse};
 
@@ -319,8 +320,4 @@ fn excerpt(message: &str) -> String {
         end -= 1;
     }
     format!("{}…", &message[..end])
-}
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -1,130 +1,19 @@
 //! Process handles: events in `seq` order from a per-process queue with its own wake signal.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use tokio::sync::Notify;
 
-use super::Client;
+use super::client::Client;
 use super::error::ClientError;
-use super::link::lock;
-use super::reorder::Reorder;
+pub use super::event::ProcessEvent;
+pub(crate) use super::route::ProcessRoute;
 use crate::protocol::{
     OutputStream, PROCESS_SIGNAL, PROCESS_TERMINATE, PROCESS_WRITE, ProcessReadParams,
     ProcessReadResponse, ProcessSignal, ProcessSignalParams, ProcessTerminateParams,
     ProcessTerminateResponse, ProcessWriteParams, ProcessWriteResponse, WriteStatus,
 };
-
-/// One event of a process, delivered strictly in `seq` order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProcessEvent {
-    /// Output bytes, as the server read them.
-    Output {
-        /// Its seq.
-        seq: u64,
-        /// Which stream.
-        stream: OutputStream,
-        /// The bytes.
-        data: Vec<u8>,
-    },
-    /// The process exited (`128 + N` when killed by signal N).
-    Exited {
-        /// Its seq.
-        seq: u64,
-        /// The exit code.
-        exit_code: i32,
-    },
-    /// Every stream reached end-of-file after the exit: the last event.
-    Closed {
-        /// Its seq.
-        seq: u64,
-    },
-    /// The client can no longer follow the process (connection lost, or events the server no
-    /// longer retains): the last event.
-    Failed {
-        /// Why.
-        message: String,
-    },
-}
-
-impl ProcessEvent {
-    /// The event's seq; `None` for a failure.
-    pub fn seq(&self) -> Option<u64> {
-        match self {
-            Self::Output { seq, .. } | Self::Exited { seq, .. } | Self::Closed { seq } => {
-                Some(*seq)
-            }
-            Self::Failed { .. } => None,
-        }
-    }
-}
-
-/// Where the reader task delivers one process's events.
-pub(crate) struct ProcessRoute {
-    pub(crate) id: String,
-    state: Mutex<RouteState>,
-    wake: Notify,
-}
-
-struct RouteState {
-    reorder: Reorder,
-    queue: VecDeque<ProcessEvent>,
-}
-
-impl ProcessRoute {
-    pub(crate) fn new(id: String) -> Arc<Self> {
-        Arc::new(Self {
-            id,
-            state: Mutex::new(RouteState {
-                reorder: Reorder::new(),
-                queue: VecDeque::new(),
-            }),
-            wake: Notify::new(),
-        })
-    }
-
-    /// Accepts an event (in any order); returns whether the route has ended.
-    pub(crate) fn accept(&self, event: ProcessEvent) -> bool {
-        let mut state = lock(&self.state);
-        let before = state.queue.len();
-        let RouteState { reorder, queue } = &mut *state;
-        reorder.accept(event, queue);
-        self.wake_if_grown(before, queue.len());
-        reorder.ended()
-    }
-
-    /// Ends the route with a failure event, unless it already ended.
-    pub(crate) fn fail(&self, message: String) {
-        let mut state = lock(&self.state);
-        let before = state.queue.len();
-        let RouteState { reorder, queue } = &mut *state;
-        reorder.fail(ProcessEvent::Failed { message }, queue);
-        self.wake_if_grown(before, queue.len());
-    }
-
-    /// `(last published seq, exit published, ended)`.
-    pub(crate) fn progress(&self) -> (u64, bool, bool) {
-        let state = lock(&self.state);
-        (
-            state.reorder.published(),
-            state.reorder.exit_published(),
-            state.reorder.ended(),
-        )
-    }
-
-    fn wake_if_grown(&self, before: usize, after: usize) {
-        if after > before {
-            self.wake.notify_one();
-        }
-    }
-
-    fn pop(&self) -> Result<ProcessEvent, bool> {
-        let mut state = lock(&self.state);
-        state.queue.pop_front().ok_or(state.reorder.ended())
-    }
-}
 
 /// A started process. Dropping the handle stops routing its events (the process runs on).
 pub struct ProcessHandle {

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::process::ProcessEvent;
+use super::event::ProcessEvent;
 
 /// Holds events that arrived early until every earlier seq was published; drops duplicates and
 /// anything at or below what was already published. The route ends when `closed` (or a failure)

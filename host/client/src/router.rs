@@ -11,8 +11,9 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use super::error::ClientError;
-use super::link::lock;
-use super::process::{ProcessEvent, ProcessRoute};
+use super::event::ProcessEvent;
+use super::route::ProcessRoute;
+use super::sync::lock;
 use crate::protocol::{
     HTTP_BODY_DELTA, HttpBodyDelta, PROCESS_CLOSED, PROCESS_EXITED, PROCESS_OUTPUT,
     ProcessClosedNotification, ProcessExitedNotification, ProcessOutputNotification,

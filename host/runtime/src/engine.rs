@@ -4,7 +4,7 @@
 //! (a guard page per fiber stack, one `mprotect` each). It is built on its own thread, which then
 //! stays as the epoch ticker: what needs it waits for it ([`Core::get`]), and a start that can
 //! answer its first requests from what the compile cache remembers does not wait at all
-//! (`runtime/linked.rs`).
+//! (`linked.rs`).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -68,7 +68,7 @@ struct Table {
 
 /// The runtime.
 pub struct Runtime {
-    /// The engine and linker, built on their own thread (`runtime/engine.rs`).
+    /// The engine and linker, built on their own thread (`engine.rs`).
     core: Core,
     /// The compile cache (if usable) and the engine's fingerprint, for linking.
     linking: Linking,

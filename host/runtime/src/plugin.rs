@@ -46,7 +46,7 @@ pub struct LoadedPlugin {
     pub(crate) source: PluginSpec,
     /// What its instances may use.
     pub(crate) granted: Arc<Granted>,
-    /// Linked and ready to instantiate, or being linked (`runtime/linked.rs`).
+    /// Linked and ready to instantiate, or being linked (`linked.rs`).
     pub(crate) pre: Linked,
     /// Its compile-cache key, when there is a cache.
     pub(crate) cache_key: Option<String>,

@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
-use super::process::{ProcessEvent, ProcessRoute};
-use super::transport::Transport;
-use super::{Client, ClientError, Inner, State};
+use super::{Client, Inner, State};
+use crate::error::ClientError;
+use crate::event::ProcessEvent;
 use crate::protocol::{PROCESS_READ, ProcessReadParams, ProcessReadResponse};
+use crate::route::ProcessRoute;
+use crate::transport::Transport;
 
 /// How often a resume refused with -32010 (the old connection is not torn down yet) is retried.
 const RETRY_EVERY: Duration = Duration::from_millis(100);
