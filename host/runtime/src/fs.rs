@@ -1,15 +1,15 @@
 //! The filesystem a plugin is granted: its roots, opened, and every operation confined to
-//! them and to the call's sandbox. Plain Rust values in and out ([`types`]); the WIT
+//! them and to the call's sandbox. Plain Rust values in and out (`fs/types.rs`); the WIT
 //! `filesystem` interface (`filesystem.rs`) is the edge that serves it to guests.
 //!
 //! A request path is made absolute-normal lexically (`.`/`..` resolved without touching the
 //! disk), assigned to the innermost root that contains it, and resolved inside that root in
-//! time linear in its length ([`resolve`]); every operation then goes through that root's
+//! time linear in its length (`fs/resolve.rs`); every operation then goes through that root's
 //! cap-std `Dir` with the symlink-free path relative to it. cap-std confines the operation
 //! beneath the `Dir` (openat2 `RESOLVE_BENEATH` on Linux), so `..`, absolute symlinks and
 //! symlinks leading out are refused before anything is created, changed, removed or revealed.
 //! Files are only ever opened non-blocking and checked to be regular files on the opened
-//! descriptor, so no FIFO or device inside a root can hold a thread ([`open`]).
+//! descriptor, so no FIFO or device inside a root can hold a thread (`fs/open.rs`).
 
 mod handles;
 mod open;

@@ -199,7 +199,7 @@ impl Roots {
 
     /// `read-directory`: types follow symlinks; dangling and escaping links are flagged; a
     /// hidden directory is omitted. The entries are counted before any link is resolved, and
-    /// the links' resolution together walks at most [`MAX_LISTING_STEPS`] components.
+    /// the links' resolution together walks at most `MAX_LISTING_STEPS` components.
     pub fn read_directory(
         &self,
         path: &str,
