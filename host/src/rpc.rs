@@ -39,11 +39,15 @@ pub fn encode_reply(id: &RequestId, outcome: &RpcResult) -> String {
 /// that doubles its way up to a large result (file contents). Over the message limit, the
 /// reply is a -32603 error instead.
 pub fn encode_success_with(id: &RequestId, len: usize, write: impl FnOnce(&mut String)) -> String {
+    const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+    const RESULT: &str = r#","result":"#;
     let id_text = serde_json::to_string(id).unwrap_or_default();
-    let mut text = String::with_capacity(len + id_text.len() + 32);
-    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    // Exactly what the envelope needs: a result of megabytes must not be copied again by a
+    // last push that finds the string one byte short.
+    let mut text = String::with_capacity(HEAD.len() + id_text.len() + RESULT.len() + len + 1);
+    text.push_str(HEAD);
     text.push_str(&id_text);
-    text.push_str(r#","result":"#);
+    text.push_str(RESULT);
     write(&mut text);
     text.push('}');
     if text.len() <= MAX_MESSAGE_BYTES {
@@ -99,6 +103,18 @@ pub fn encode_notification<P: Serialize + ?Sized>(
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_result_of_known_length_is_written_without_growing_the_reply() {
+        let result = format!("\"{}\"", "x".repeat(1 << 20));
+        for id in [
+            RequestId::Integer(7),
+            RequestId::String("a-longer-id".into()),
+        ] {
+            let text = encode_success_with(&id, result.len(), |text| text.push_str(&result));
+            assert_eq!(text.capacity(), text.len(), "allocated once, exactly");
+        }
+    }
 
     #[test]
     fn replies_always_carry_jsonrpc_and_echo_ids_verbatim() {
