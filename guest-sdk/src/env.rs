@@ -9,6 +9,11 @@ pub fn host_info() -> HostFacts {
     wit::host_info()
 }
 
+/// `environmentInfo.providerId`: opaque, stable per wexec build. Always available.
+pub fn provider_id() -> String {
+    wit::provider_id()
+}
+
 /// The plugins wexec has loaded. Always available.
 pub fn plugins() -> Vec<PluginSummary> {
     wit::plugins()

@@ -58,6 +58,7 @@ pub use error::RpcError;
 pub use plugin::{CONTRACT, Call, Capability, Info, Plugin, Response};
 /// The protocol's plain data (method names, params and results, limits), shared with the host.
 pub use wexec_protocol as protocol;
+pub use wexec_protocol::ANY_GRANTED_VAR;
 
 /// The generated bindings; used by [`export_plugin!`], not meant for plugin code.
 #[doc(hidden)]

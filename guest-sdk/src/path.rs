@@ -6,9 +6,16 @@ use wexec_protocol::path_uri;
 
 use crate::RpcError;
 
-/// Decodes a request path to a native absolute path; -32602 naming the problem otherwise.
+/// Decodes a request path to a native absolute path; otherwise -32602 naming the problem, or
+/// -32600 for a path of another machine or platform (`file://host/x`), as Codex answers.
 pub fn decode(value: &str) -> Result<String, RpcError> {
-    path_uri::parse_utf8(value).map_err(|err| RpcError::invalid_params(err.to_string()))
+    path_uri::parse_utf8(value).map_err(|err| {
+        if err.is_foreign() {
+            RpcError::invalid_request(err.to_string())
+        } else {
+            RpcError::invalid_params(err.to_string())
+        }
+    })
 }
 
 /// The `file://` URI of a native absolute path.
@@ -27,13 +34,15 @@ mod tests {
         assert_eq!(decode("file:/x").unwrap(), "/x");
         for bad in [
             "relative",
-            "file://host/x",
-            "file:///C:/x",
-            "file:///a%2",
+            "http://x/y",
+            "file:///a?q",
             "file:///a%00",
             "file:///a%FF",
         ] {
             assert_eq!(decode(bad).unwrap_err().code, -32602, "{bad}");
+        }
+        for foreign in ["file://host/x", "file:///C:/x"] {
+            assert_eq!(decode(foreign).unwrap_err().code, -32600, "{foreign}");
         }
     }
 

@@ -1,5 +1,6 @@
 //! The plugins bundled with wexec, embedded in the binary by `build.rs`.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::grants::{FsRoot, Grants, HostPattern};
@@ -9,11 +10,12 @@ static FS: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_FS_WASM"));
 static HTTP: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_HTTP_WASM"));
 static ENV: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_ENV_WASM"));
 
-/// `fs` with the `--fs-root` roots (read-write), `http` with the `--allow-host` patterns, and
-/// `env`, which needs nothing.
+/// `fs` with the `--fs-root` roots (read-write), `http` with the `--allow-host` patterns and
+/// the `--allow-header-env` variables, and `env`, which needs nothing.
 pub fn specs(
     fs_roots: &[std::path::PathBuf],
     allow_hosts: &[HostPattern],
+    header_env: &BTreeSet<String>,
     limits: Limits,
 ) -> Vec<PluginSpec> {
     let spec = |name: &str, bytes: &'static [u8], grants: Grants| PluginSpec {
@@ -43,6 +45,7 @@ pub fn specs(
             HTTP,
             Grants {
                 allow_hosts: allow_hosts.to_vec(),
+                env_vars: header_env.clone(),
                 ..Grants::default()
             },
         ),

@@ -11,6 +11,7 @@ use crate::grants::{Grants, HostPattern, PatternError};
 use crate::process::supervisor::wire::Rlimits;
 use crate::runtime::{Limits, LoadError, PluginSpec, read_plugin_file};
 use crate::sandbox::{Ceiling, Mode};
+use crate::transport::websocket::credential::Credential;
 
 /// wexec: an exec host for AI agents and remote tools.
 ///
@@ -36,10 +37,28 @@ pub struct Options {
     #[arg(long = "allow-host", value_name = "PATTERN")]
     pub allow_hosts: Vec<String>,
 
+    /// An environment variable of wexec's that `http/request` headers may append with
+    /// `valueEnvVar` (repeatable; default: none), e.g. a bearer token kept on the executor.
+    #[arg(long = "allow-header-env", value_name = "NAME")]
+    pub allow_header_env: Vec<String>,
+
     /// Bearer token required on WebSocket upgrades. Mandatory when listening off loopback.
     /// Prefer the environment variable: command lines are visible to other users.
     #[arg(long, env = "WEXEC_TOKEN", value_name = "T", hide_env_values = true)]
     pub token: Option<String>,
+
+    /// WebSocket authentication as Codex's exec-server spells it: `capability-token`, with
+    /// `--ws-token-file` or `--ws-token-sha256` (the same bearer check as --token).
+    #[arg(long = "ws-auth", value_name = "MODE", value_enum)]
+    pub ws_auth: Option<WsAuth>,
+
+    /// A file holding the capability token (surrounding whitespace ignored).
+    #[arg(long = "ws-token-file", value_name = "PATH")]
+    pub ws_token_file: Option<PathBuf>,
+
+    /// The hex SHA-256 digest of the capability token: wexec then never holds the token.
+    #[arg(long = "ws-token-sha256", value_name = "HEX")]
+    pub ws_token_sha256: Option<String>,
 
     /// How long a session whose WebSocket dropped stays resumable, in seconds; its processes
     /// keep running meanwhile and are terminated when it expires.
@@ -153,13 +172,23 @@ pub enum Listen {
     WebSocket(SocketAddr),
 }
 
+/// `--ws-auth` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WsAuth {
+    /// A bearer token known to the executor (`--ws-token-file`) or by digest
+    /// (`--ws-token-sha256`).
+    CapabilityToken,
+    /// Codex's signed bearer tokens: not supported by wexec (refused at startup).
+    SignedBearerToken,
+}
+
 /// The validated command line.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Where to serve.
     pub listen: Listen,
-    /// The bearer token for WebSocket upgrades, if any.
-    pub token: Option<String>,
+    /// What WebSocket upgrades must present, if anything.
+    pub credential: Option<Credential>,
     /// Detached-session lifetime.
     pub detach_ttl: Duration,
     /// Canonical `fs` plugin roots.
@@ -226,6 +255,9 @@ pub enum StartupError {
     /// `--token ""`.
     #[error("--token (or WEXEC_TOKEN) must not be empty")]
     EmptyToken,
+    /// Inconsistent `--ws-auth` options (Codex's texts where it has them).
+    #[error("{0}")]
+    WsAuth(String),
     /// An `--fs-root` that does not exist or is not a directory.
     #[error("--fs-root `{path}` is not usable: {reason}")]
     BadFsRoot {
@@ -259,15 +291,67 @@ pub enum StartupError {
 }
 
 impl Options {
+    /// The WebSocket credential: `--token`, or `--ws-auth capability-token` with a token file
+    /// or digest (docs/protocol.md §3.1).
+    fn credential(&self, listen: &Listen) -> Result<Option<Credential>, StartupError> {
+        let refuse = |text: &str| Err(StartupError::WsAuth(text.to_owned()));
+        let codex_flags = self.ws_token_file.is_some() || self.ws_token_sha256.is_some();
+        let Some(mode) = self.ws_auth else {
+            if codex_flags {
+                return refuse("websocket auth flags require `--ws-auth capability-token`");
+            }
+            return match self.token.as_deref() {
+                Some("") => Err(StartupError::EmptyToken),
+                token => Ok(token.map(|token| Credential::Token(token.to_owned()))),
+            };
+        };
+        if mode == WsAuth::SignedBearerToken {
+            return refuse(
+                "--ws-auth signed-bearer-token is not supported by wexec; use --ws-auth capability-token",
+            );
+        }
+        if self.token.is_some() {
+            return refuse("--token (or WEXEC_TOKEN) and --ws-auth are mutually exclusive");
+        }
+        if *listen == Listen::Stdio {
+            return refuse("WebSocket auth requires a WebSocket listener, not stdio");
+        }
+        match (&self.ws_token_file, &self.ws_token_sha256) {
+            (Some(_), Some(_)) => {
+                refuse("`--ws-token-file` and `--ws-token-sha256` are mutually exclusive")
+            }
+            (None, None) => refuse(
+                "`--ws-token-file` or `--ws-token-sha256` is required when `--ws-auth capability-token` is set",
+            ),
+            (None, Some(hex)) => match Credential::from_hex_digest(hex) {
+                Some(credential) => Ok(Some(credential)),
+                None => refuse("--ws-token-sha256 must be a 64-character hex SHA-256 digest"),
+            },
+            (Some(file), None) => {
+                let text = std::fs::read_to_string(file).map_err(|err| {
+                    StartupError::WsAuth(format!(
+                        "failed to read websocket auth secret {}: {err}",
+                        file.display()
+                    ))
+                })?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(StartupError::WsAuth(format!(
+                        "websocket auth secret {} must not be empty",
+                        file.display()
+                    )));
+                }
+                Ok(Some(Credential::Token(token.to_owned())))
+            }
+        }
+    }
+
     /// Validates the command line.
     pub fn settings(&self) -> Result<Settings, StartupError> {
         let listen = parse_listen(&self.listen)?;
-        let token = match self.token.as_deref() {
-            Some("") => return Err(StartupError::EmptyToken),
-            token => token.map(str::to_owned),
-        };
+        let credential = self.credential(&listen)?;
         if let Listen::WebSocket(addr) = listen
-            && token.is_none()
+            && credential.is_none()
             && !addr.ip().is_loopback()
         {
             return Err(StartupError::TokenRequired(format!("ws://{addr}")));
@@ -306,8 +390,12 @@ impl Options {
                 return Err(StartupError::Limit(format!("{option} must be at least 1")));
             }
         }
-        let (sandbox, limits) = match &self.config {
-            Some(config) => crate::config::load_process_settings(config)?,
+        let crate::config::HostSettings {
+            sandbox,
+            process_limits: limits,
+            http: _,
+        } = match &self.config {
+            Some(config) => crate::config::load_host_settings(config)?,
             None => Default::default(),
         };
         let ceiling = self.ceiling(&fs_roots, &sandbox)?;
@@ -338,7 +426,7 @@ impl Options {
             session_tasks: self.session_processes,
             simulate_missing_sandbox: self.simulate_missing_sandbox,
             listen,
-            token,
+            credential,
             detach_ttl: Duration::from_secs(self.detach_ttl),
             fs_roots,
             allow_hosts,
@@ -366,7 +454,12 @@ impl Options {
             self.plugin_memory_limit_mib,
             self.plugin_log_limit_kib,
         );
-        let mut specs = crate::builtin::specs(fs_roots, allow_hosts, defaults);
+        let mut header_env: std::collections::BTreeSet<String> =
+            self.allow_header_env.iter().cloned().collect();
+        if let Some(config) = &self.config {
+            header_env.extend(crate::config::load_host_settings(config)?.http.header_env);
+        }
+        let mut specs = crate::builtin::specs(fs_roots, allow_hosts, &header_env, defaults);
         for file in &self.plugins {
             specs.push(PluginSpec {
                 origin: file.display().to_string(),

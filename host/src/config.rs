@@ -53,6 +53,29 @@ struct File {
     sandbox: SandboxSettings,
     #[serde(default)]
     process_limits: ProcessLimitSettings,
+    #[serde(default)]
+    http: HttpSettings,
+}
+
+/// `[http]`: the bundled `http` plugin's options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HttpSettings {
+    /// `--allow-header-env`: variables `valueEnvVar` headers may read.
+    #[serde(default)]
+    pub header_env: Vec<String>,
+}
+
+/// What the file says beside its plugins: the process ceiling and limits, and the `http`
+/// options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostSettings {
+    /// `[sandbox]`.
+    pub sandbox: SandboxSettings,
+    /// `[process-limits]`.
+    pub process_limits: ProcessLimitSettings,
+    /// `[http]`.
+    pub http: HttpSettings,
 }
 
 /// `[sandbox]`: the process ceiling, as the command line's options.
@@ -87,10 +110,8 @@ pub struct ProcessLimitSettings {
     pub file_size_mib: Option<u64>,
 }
 
-/// The file's process settings, paths made absolute against its directory.
-pub fn load_process_settings(
-    path: &Path,
-) -> Result<(SandboxSettings, ProcessLimitSettings), ConfigError> {
+/// The file's host settings, paths made absolute against its directory.
+pub fn load_host_settings(path: &Path) -> Result<HostSettings, ConfigError> {
     let fail = |reason: String| ConfigError {
         file: path.display().to_string(),
         reason,
@@ -105,7 +126,11 @@ pub fn load_process_settings(
             *root = base.join(&*root);
         }
     }
-    Ok((sandbox, file.process_limits))
+    Ok(HostSettings {
+        sandbox,
+        process_limits: file.process_limits,
+        http: file.http,
+    })
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]

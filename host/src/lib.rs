@@ -73,7 +73,7 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         })?
     };
     let cgroups = settings.session_tasks.is_some() && settings.ceiling.processes;
-    let (listen, token) = (settings.listen, settings.token.clone());
+    let (listen, credential) = (settings.listen, settings.credential.clone());
     let serving = async move {
         let server = server::ServerState::new(settings).await?;
         if cgroups {
@@ -91,9 +91,11 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
                 Listen::Stdio => server::serve_stdio(server, shutdown)
                     .await
                     .map_err(RunError::Stdio),
-                Listen::WebSocket(addr) => server::serve_websocket(server, addr, token, shutdown)
-                    .await
-                    .map_err(RunError::from),
+                Listen::WebSocket(addr) => {
+                    server::serve_websocket(server, addr, credential, shutdown)
+                        .await
+                        .map_err(RunError::from)
+                }
             }
         };
         tokio::select! {

@@ -26,6 +26,7 @@ use crate::transport::budget::InboundBudget;
 use serde_json::value::RawValue;
 
 use crate::runtime::{LoadError, Runtime};
+use crate::transport::websocket::credential::Credential;
 use crate::transport::{stdio, websocket};
 
 /// How long wexec waits for stdout to drain when it exits.
@@ -213,7 +214,7 @@ pub enum ListenError {
 pub async fn serve_websocket(
     server: Arc<ServerState>,
     addr: SocketAddr,
-    token: Option<String>,
+    credential: Option<Credential>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ListenError> {
     let listener = TcpListener::bind(addr)
@@ -224,9 +225,9 @@ pub async fn serve_websocket(
         .map_err(|source| ListenError::Bind { addr, source })?;
     announce(&format!("ws://{bound}"));
     tracing::info!("listening on ws://{bound}");
-    let token: Option<Arc<str>> = token.map(Arc::from);
+    let credential = credential.map(Arc::new);
     tokio::select! {
-        () = accept_loop(listener, Arc::clone(&server), token) => {}
+        () = accept_loop(listener, Arc::clone(&server), credential) => {}
         () = shutdown => {}
     }
     server.shutdown().await;
@@ -241,7 +242,11 @@ fn announce(line: &str) {
     }
 }
 
-async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Option<Arc<str>>) {
+async fn accept_loop(
+    listener: TcpListener,
+    server: Arc<ServerState>,
+    credential: Option<Arc<Credential>>,
+) {
     let handshakes = crate::transport::websocket::handshakes::Handshakes::new();
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -260,13 +265,13 @@ async fn accept_loop(listener: TcpListener, server: Arc<ServerState>, token: Opt
         // A socket this one displaces says so itself.
         let handshake = handshakes.admit(peer.ip());
         let server = Arc::clone(&server);
-        let token = token.clone();
+        let credential = credential.clone();
         tokio::spawn(async move {
             let budget = server.inbound.connection();
             let accepted = websocket::accept(
                 stream,
                 peer,
-                token.as_deref(),
+                credential.as_deref(),
                 &server.connections,
                 budget,
                 handshake,

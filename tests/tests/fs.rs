@@ -243,6 +243,76 @@ async fn not_found_invalid_and_symlink_cases_have_their_codes_and_texts() {
         f.err("fs/readFile", json!({})).await,
         rpc_error(-32602, "missing field `path`")
     );
+    // What the OS refuses is an internal error, with the OS text, as Codex answers.
+    std::fs::create_dir_all(format!("{root}/full/inner")).expect("mkdir");
+    std::fs::write(format!("{root}/plain"), "p").expect("write");
+    for (method, params, text) in [
+        (
+            "fs/createDirectory",
+            json!({"path": f.uri("full"), "recursive": false}),
+            "File exists (os error 17)",
+        ),
+        (
+            "fs/createDirectory",
+            json!({"path": f.uri("plain")}),
+            "File exists (os error 17)",
+        ),
+        (
+            "fs/remove",
+            json!({"path": f.uri("full"), "recursive": false}),
+            "Directory not empty (os error 39)",
+        ),
+        (
+            "fs/readFile",
+            json!({"path": f.uri("plain/x")}),
+            "Not a directory (os error 20)",
+        ),
+        (
+            "fs/writeFile",
+            json!({"path": f.uri("full"), "dataBase64": ""}),
+            "Is a directory (os error 21)",
+        ),
+    ] {
+        assert_eq!(
+            f.err(method, params.clone()).await,
+            rpc_error(-32603, text),
+            "{method} {params}"
+        );
+    }
+    // URIs as Codex reads them: `localhost` is this host, another authority or a drive is
+    // another machine's path, another scheme no path at all.
+    assert_eq!(
+        f.call(
+            "fs/readFile",
+            json!({"path": format!("file://localhost{root}/plain")})
+        )
+        .await,
+        json!({"dataBase64": b64("p")})
+    );
+    for foreign in [
+        format!("file://host{root}/plain"),
+        "file:///C:/x".to_owned(),
+    ] {
+        assert_eq!(
+            f.err("fs/readFile", json!({"path": foreign})).await,
+            rpc_error(-32600, &format!("'{foreign}' is invalid on 'linux'"))
+        );
+    }
+    for (path, text) in [
+        ("http://example.com/x", "unsupported path URI scheme `http`"),
+        (
+            "file:///x?y",
+            "query parameters are not allowed in path URIs",
+        ),
+        ("file:///x#y", "fragments are not allowed in path URIs"),
+        ("file:///x%00", "'file:///x%00' is invalid on 'linux'"),
+    ] {
+        assert_eq!(
+            f.err("fs/getMetadata", json!({"path": path})).await,
+            rpc_error(-32602, text),
+            "{path}"
+        );
+    }
     assert_eq!(
         f.err("fs/readFile", json!({"path": "relative/path"})).await,
         rpc_error(
@@ -266,15 +336,97 @@ async fn not_found_invalid_and_symlink_cases_have_their_codes_and_texts() {
             json!({"path": link, "followSymlinks": false})
         )
         .await,
-        rpc_error(-32600, &format!("path `{link}` is a symlink"))
+        rpc_error(-32603, "Symbolic link loop (os error 40)")
+    );
+    assert_eq!(
+        f.err(
+            "fs/writeFile",
+            json!({"path": link, "dataBase64": "", "followSymlinks": false})
+        )
+        .await,
+        rpc_error(-32603, "Symbolic link loop (os error 40)")
+    );
+    for method in ["fs/getMetadata", "fs/remove"] {
+        assert_eq!(
+            f.err(
+                method,
+                json!({"path": link, "followSymlinks": false, "recursive": false})
+            )
+            .await,
+            rpc_error(-32600, "path contains a symbolic link"),
+            "{method}"
+        );
+    }
+    assert_eq!(
+        f.err("fs/remove", json!({"path": link, "followSymlinks": false}))
+            .await,
+        rpc_error(-32603, "recursive no-follow removal is unsupported")
+    );
+    // A symlink before the last component is not followed either: no directory.
+    std::fs::create_dir(format!("{root}/real")).expect("mkdir");
+    std::fs::write(format!("{root}/real/inner"), "i").expect("write");
+    std::os::unix::fs::symlink(format!("{root}/real"), format!("{root}/dirlink")).expect("symlink");
+    let through = format!("{root}/dirlink/inner");
+    for (method, params) in [
+        (
+            "fs/readFile",
+            json!({"path": through, "followSymlinks": false}),
+        ),
+        (
+            "fs/getMetadata",
+            json!({"path": through, "followSymlinks": false}),
+        ),
+        (
+            "fs/writeFile",
+            json!({"path": through, "dataBase64": "", "followSymlinks": false}),
+        ),
+        (
+            "fs/createDirectory",
+            json!({"path": format!("{root}/dirlink/new"), "followSymlinks": false}),
+        ),
+        (
+            "fs/createDirectory",
+            json!({"path": format!("{root}/dirlink"), "followSymlinks": false}),
+        ),
+        (
+            "fs/remove",
+            json!({"path": through, "followSymlinks": false, "recursive": false}),
+        ),
+    ] {
+        assert_eq!(
+            f.err(method, params.clone()).await,
+            rpc_error(-32603, "Not a directory (os error 20)"),
+            "{method} {params}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(format!("{root}/real/inner")).expect("kept"),
+        "i",
+        "nothing written or removed"
+    );
+    assert!(!std::path::Path::new(&format!("{root}/real/new")).exists());
+    assert_eq!(
+        f.call(
+            "fs/remove",
+            json!({"path": f.uri("real/inner"), "followSymlinks": false, "recursive": false})
+        )
+        .await,
+        json!({}),
+        "no symlink: removed"
     );
     let meta = f
         .call(
             "fs/getMetadata",
-            json!({"path": link, "followSymlinks": false}),
+            json!({"path": f.uri("target.txt"), "followSymlinks": false}),
         )
         .await;
-    assert_eq!(meta["isSymlink"], true);
+    assert_eq!(meta["isSymlink"], false);
+    assert_eq!(meta["isFile"], true);
+    let meta = f.call("fs/getMetadata", json!({"path": link})).await;
+    assert_eq!(
+        meta["isSymlink"], true,
+        "a followed link still says it is one"
+    );
     assert_eq!(
         f.call("fs/getMetadata", json!({"path": link})).await["isFile"],
         true
@@ -325,7 +477,7 @@ async fn block_reads_and_writes_through_handles() {
     assert_eq!(
         f.err("fs/open", json!({"handleId": "h", "path": f.uri("digits")}))
             .await,
-        rpc_error(-32600, "file read handle `h` already exists")
+        rpc_error(-32600, "file handle `h` already exists")
     );
     assert_eq!(
         f.err(
@@ -333,7 +485,13 @@ async fn block_reads_and_writes_through_handles() {
             json!({"handleId": "h", "offset": 0, "chunk": b64("x")})
         )
         .await,
-        rpc_error(-32600, "file handle `h` was not opened for writing")
+        rpc_error(-32603, "Bad file descriptor (os error 9)"),
+        "Codex's answer; the handle is kept"
+    );
+    assert_eq!(
+        f.call("fs/readBlock", block(0, 1)).await,
+        json!({"chunk": b64("0"), "eof": false}),
+        "still open for reading"
     );
     let long_id = "x".repeat(33);
     assert_eq!(
@@ -342,7 +500,7 @@ async fn block_reads_and_writes_through_handles() {
             json!({"handleId": long_id, "path": f.uri("digits")})
         )
         .await,
-        rpc_error(-32600, "file read handle ID must not exceed 32 bytes")
+        rpc_error(-32600, "file handle ID must not exceed 32 bytes")
     );
     assert_eq!(
         f.call("fs/close", json!({"handleId": "h"})).await,
@@ -355,7 +513,7 @@ async fn block_reads_and_writes_through_handles() {
     );
     assert_eq!(
         f.err("fs/readBlock", block(0, 1)).await,
-        json!({"code": -32004, "message": "unknown file read handle `h`"})
+        json!({"code": -32004, "message": "unknown file handle `h`"})
     );
 
     f.call(
@@ -384,9 +542,17 @@ async fn block_reads_and_writes_through_handles() {
             json!({"handleId": "w", "offset": 0, "len": 1})
         )
         .await,
-        rpc_error(-32600, "file handle `w` was not opened for reading")
+        rpc_error(-32603, "Bad file descriptor (os error 9)")
     );
-    f.call("fs/close", json!({"handleId": "w"})).await;
+    assert_eq!(
+        f.err(
+            "fs/writeBlock",
+            json!({"handleId": "w", "offset": 0, "chunk": b64("x")})
+        )
+        .await,
+        json!({"code": -32004, "message": "unknown file handle `w`"}),
+        "a failed read closes the handle, as Codex does"
+    );
 
     for i in 0..128 {
         f.call(
@@ -401,7 +567,10 @@ async fn block_reads_and_writes_through_handles() {
             json!({"handleId": "n128", "path": f.uri("digits")})
         )
         .await,
-        rpc_error(-32600, "at most 128 file reads may be open per connection")
+        rpc_error(
+            -32600,
+            "at most 128 file handles may be open per connection"
+        )
     );
     f.call("fs/close", json!({"handleId": "n0"})).await;
     f.call(
@@ -412,71 +581,129 @@ async fn block_reads_and_writes_through_handles() {
 }
 
 #[tokio::test]
-async fn walk_is_bounded_and_reports_escaping_links() {
+async fn walk_lists_as_codex_does_sorted_bounded_and_without_escapes() {
     let mut f = Fixture::new().await;
     let root = f.root();
     for dir in ["a/b/c", ".hidden/x"] {
         std::fs::create_dir_all(format!("{root}/{dir}")).expect("mkdir");
     }
     std::fs::write(format!("{root}/a/file"), "f").expect("write");
-    std::os::unix::fs::symlink(f.outside(), format!("{root}/out-link")).expect("symlink");
-    let options = |depth: u64, dirs: u64, entries: u64| json!({"maxDepth": depth, "maxDirectories": dirs, "maxEntries": entries, "followDirectorySymlinks": true, "pruneHiddenDirectories": true});
+    std::fs::write(format!("{root}/Z"), "z").expect("write");
+    let link = |target: String, name: &str| {
+        std::os::unix::fs::symlink(target, format!("{root}/{name}")).expect("symlink")
+    };
+    link(f.outside(), "out-link");
+    link(format!("{root}/nowhere"), "dangling");
+    link(format!("{root}/Z"), "file-link");
+    link(format!("{root}/a"), "dir-link");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(format!("{root}/fifo"))
+            .status()
+            .expect("mkfifo")
+            .success()
+    );
+    let options = |depth: u64, dirs: u64, entries: u64, follow: bool| json!({"maxDepth": depth, "maxDirectories": dirs, "maxEntries": entries, "followDirectorySymlinks": follow, "pruneHiddenDirectories": true});
+    let listed = |walk: &Value| -> Vec<String> {
+        walk["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["kind"].as_str().unwrap_or_default(),
+                    e["path"].as_str().unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    let base = f.uri("");
+    let expect = |entries: &[&str]| -> Vec<String> {
+        entries
+            .iter()
+            .map(|entry| {
+                let (kind, path) = entry.split_once(' ').expect("kind path");
+                format!("{kind} {base}{path}")
+            })
+            .collect()
+    };
     let walk = f
         .call(
             "fs/walk",
-            json!({"path": root, "options": options(10, 100, 100)}),
+            json!({"path": root, "options": options(10, 100, 100, false)}),
         )
         .await;
-    let mut paths: Vec<String> = walk["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .map(|e| e["path"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    paths.sort();
-    let expected: Vec<String> = [".hidden", "a", "a/b", "a/b/c", "a/file"]
-        .iter()
-        .map(|p| f.uri(p))
-        .collect();
-    assert_eq!(paths, expected, "hidden directories listed, not entered");
+    // Breadth-first, each directory sorted bytewise; FIFOs, file links, dangling and escaping
+    // links omitted; the directory link too, as it is not followed.
     assert_eq!(
-        walk["errors"],
-        json!([{"path": f.uri("out-link"), "message": "symlink target is missing or outside the allowed roots"}])
+        listed(&walk),
+        expect(&[
+            "directory .hidden",
+            "file Z",
+            "directory a",
+            "directory a/b",
+            "file a/file",
+            "directory a/b/c"
+        ]),
+        "hidden directories listed, not entered"
     );
+    assert_eq!(walk["errors"], json!([]));
     assert_eq!(walk["truncated"], false);
+    let followed = f
+        .call(
+            "fs/walk",
+            json!({"path": root, "options": options(10, 100, 100, true)}),
+        )
+        .await;
+    assert_eq!(
+        listed(&followed),
+        expect(&[
+            "directory .hidden",
+            "file Z",
+            "directory a",
+            "directory dir-link",
+            "directory a/b",
+            "file a/file",
+            "directory a/b/c"
+        ]),
+        "a followed link is listed under its own path, its directory entered once"
+    );
     let shallow = f
         .call(
             "fs/walk",
-            json!({"path": root, "options": options(0, 100, 100)}),
+            json!({"path": root, "options": options(0, 100, 100, false)}),
         )
         .await;
     assert_eq!(
-        shallow["entries"].as_array().map(Vec::len),
-        Some(2),
+        listed(&shallow),
+        expect(&["directory .hidden", "file Z", "directory a"]),
         "maxDepth 0 lists direct children only"
     );
-    assert_eq!(
-        shallow["errors"].as_array().map(Vec::len),
-        Some(1),
-        "the escaping link is an error"
-    );
-    let cut = f
-        .call(
-            "fs/walk",
-            json!({"path": root, "options": options(10, 100, 2)}),
-        )
-        .await;
-    let examined = cut["entries"].as_array().map_or(0, Vec::len)
-        + cut["errors"].as_array().map_or(0, Vec::len);
-    assert_eq!(
-        (examined, cut["truncated"].clone()),
-        (2, json!(true)),
-        "maxEntries counts examined entries"
-    );
+    // Sorted: .hidden Z a dangling dir-link fifo file-link out-link. Omitted entries count,
+    // dangling and escaping links do not (Codex passes over them as if absent).
+    for (entries, truncated, last) in [
+        (3, true, "directory a"),
+        (4, true, "directory a"),
+        (5, true, "directory a"),
+        (6, false, "directory a"),
+    ] {
+        let cut = f
+            .call(
+                "fs/walk",
+                json!({"path": root, "options": options(0, 100, entries, false)}),
+            )
+            .await;
+        assert_eq!(
+            (listed(&cut).last().cloned(), cut["truncated"].clone()),
+            (expect(&[last]).pop(), json!(truncated)),
+            "maxEntries {entries}"
+        );
+    }
     assert_eq!(
         f.err(
             "fs/walk",
-            json!({"path": root, "options": options(1, 0, 1)})
+            json!({"path": root, "options": options(1, 0, 1, true)})
         )
         .await,
         rpc_error(-32600, "filesystem walk limits must be greater than zero")
@@ -484,7 +711,7 @@ async fn walk_is_bounded_and_reports_escaping_links() {
     assert_eq!(
         f.err(
             "fs/walk",
-            json!({"path": root, "options": options(65, 1, 1)})
+            json!({"path": root, "options": options(65, 1, 1, true)})
         )
         .await,
         rpc_error(
@@ -495,7 +722,7 @@ async fn walk_is_bounded_and_reports_escaping_links() {
     assert_eq!(
         f.err(
             "fs/walk",
-            json!({"path": f.uri("missing"), "options": options(1, 1, 1)})
+            json!({"path": f.uri("missing"), "options": options(1, 1, 1, true)})
         )
         .await["code"],
         -32004
@@ -503,12 +730,23 @@ async fn walk_is_bounded_and_reports_escaping_links() {
     let file_root = f
         .call(
             "fs/walk",
-            json!({"path": f.uri("a/file"), "options": options(1, 1, 1)}),
+            json!({"path": f.uri("a/file"), "options": options(1, 1, 1, true)}),
         )
         .await;
     assert_eq!(
         file_root,
         json!({"entries": [], "errors": [], "truncated": false})
+    );
+    let link_root = f
+        .call(
+            "fs/walk",
+            json!({"path": f.uri("dir-link"), "options": options(1, 10, 10, true)}),
+        )
+        .await;
+    assert_eq!(
+        link_root,
+        json!({"entries": [], "errors": [], "truncated": false}),
+        "a symlink as the root is not followed"
     );
 }
 
@@ -543,9 +781,11 @@ async fn rejects_escape_attempts_with_no_side_effect() {
             outside_text,
             "read {path}"
         );
+        // Outside the roots, metadata is "not found" whether or not the path exists (so
+        // Codex's probes for `.git` above the workspace see no marker), with the same text.
         assert_eq!(
             f.err("fs/getMetadata", json!({"path": path})).await,
-            outside_text,
+            json!({"code": -32004, "message": outside_text["message"]}),
             "stat {path}"
         );
         assert_eq!(

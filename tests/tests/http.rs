@@ -10,7 +10,7 @@ use base64::engine::general_purpose::STANDARD;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use wexec_tests::{Client, Server, http_server, rpc_error, spawn_stdio};
+use wexec_tests::{Client, Server, http_server, read_http_head, rpc_error, spawn_stdio};
 
 /// The test origin: `/ok`, `/redirect`, `/big?<bytes>`, `/slow`, `/stall`.
 struct Origin {
@@ -254,7 +254,8 @@ async fn invalid_requests_are_refused_before_anything_is_sent() {
         client
             .call_err("http/request", json!({"method": "GET", "url": url, "headers": [{"name": "Authorization", "value": "", "valueEnvVar": "TOKEN"}]}))
             .await,
-        rpc_error(-32602, "http/request header Authorization uses valueEnvVar, which this executor does not support")
+        rpc_error(-32602, "http/request header Authorization requires executor environment variable TOKEN"),
+        "no variable is granted by default"
     );
     assert_eq!(
         client
@@ -302,5 +303,107 @@ async fn targets_outside_the_grants_are_denied_and_the_origin_untouched() {
         origin.hits.load(Ordering::SeqCst),
         0,
         "nothing touched the network"
+    );
+}
+
+#[tokio::test]
+async fn value_env_var_headers_read_only_granted_variables() {
+    // A server that answers every request with the `Authorization` header it received.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Some(head) = read_http_head(&mut stream).await else {
+                    return;
+                };
+                let auth = head
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("authorization")
+                            .then(|| value.trim().to_owned())
+                    })
+                    .unwrap_or_default();
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{auth}",
+                    auth.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    let mut command = wexec_tests::command(&[
+        "--allow-host",
+        "127.0.0.1:*",
+        "--allow-header-env",
+        "WEXEC_TEST_MCP_TOKEN",
+        "--allow-header-env",
+        "WEXEC_TEST_EMPTY",
+        "--allow-header-env",
+        "WEXEC_TEST_UNSET",
+    ]);
+    command
+        .env("WEXEC_TEST_MCP_TOKEN", "s3cret-value")
+        .env("WEXEC_TEST_EMPTY", "")
+        .env("WEXEC_TEST_NOT_GRANTED", "hidden")
+        .env_remove("WEXEC_TEST_UNSET")
+        // Everything logged, so that the check below means something.
+        .env("RUST_LOG", "trace");
+    let (server, mut client) = wexec_tests::spawn_stdio_with(command);
+    client.handshake().await;
+    let request = |var: &str| json!({"method": "GET", "url": format!("http://{addr}/"), "headers": [{"name": "Authorization", "value": "Bearer ", "valueEnvVar": var}]});
+    let result = client
+        .call("http/request", request("WEXEC_TEST_MCP_TOKEN"))
+        .await;
+    assert_eq!(
+        STANDARD
+            .decode(result["bodyBase64"].as_str().expect("body"))
+            .expect("base64"),
+        b"Bearer s3cret-value",
+        "the granted variable is appended to the value"
+    );
+    for (var, message) in [
+        (
+            "WEXEC_TEST_NOT_GRANTED",
+            "http/request header Authorization requires executor environment variable WEXEC_TEST_NOT_GRANTED",
+        ),
+        (
+            "WEXEC_TEST_UNSET",
+            "http/request header Authorization requires executor environment variable WEXEC_TEST_UNSET",
+        ),
+        (
+            "WEXEC_TEST_EMPTY",
+            "http/request header Authorization requires a non-empty executor environment variable WEXEC_TEST_EMPTY",
+        ),
+    ] {
+        assert_eq!(
+            client.call_err("http/request", request(var)).await,
+            rpc_error(-32602, message),
+            "{var}"
+        );
+    }
+    let listing = client.call("plugin/list", json!({})).await;
+    let http = listing["plugins"]
+        .as_array()
+        .and_then(|plugins| plugins.iter().find(|plugin| plugin["name"] == "http"))
+        .expect("http plugin")
+        .clone();
+    assert_eq!(
+        http["grants"]["envVars"],
+        json!([
+            "WEXEC_TEST_EMPTY",
+            "WEXEC_TEST_MCP_TOKEN",
+            "WEXEC_TEST_UNSET"
+        ])
+    );
+    drop(client);
+    let logs = server.stderr();
+    assert!(!logs.is_empty(), "trace logging is on");
+    assert!(
+        !logs.contains("s3cret-value"),
+        "the value never reaches the logs"
     );
 }

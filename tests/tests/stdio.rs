@@ -28,6 +28,39 @@ async fn handshake_yields_a_uuid_v4_session_and_environment_info() {
     );
     assert_eq!(info["capabilities"]["fileWriteStreaming"], true);
     assert_eq!(info["capabilities"]["environmentConfigRead"], false);
+    // Codex's ten fields, always present (docs/protocol.md §7.4).
+    let provider = info["providerId"].as_str().expect("providerId");
+    assert!(
+        provider.len() == 71
+            && provider.starts_with("sha256:")
+            && provider[7..].bytes().all(|b| b.is_ascii_hexdigit()),
+        "{provider}"
+    );
+    assert_eq!(info["prependPathDirs"], json!([]));
+    assert!(info["temporaryDirectories"].is_array());
+    let mut fields: Vec<&str> = info
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "capabilities",
+            "cwd",
+            "executorVersion",
+            "platformOs",
+            "prependPathDirs",
+            "providerId",
+            "shell",
+            "tempDir",
+            "temporaryDirectories",
+            "userHomeDir",
+            "wexec"
+        ]
+    );
     // environment/info returns exactly what initialize embedded.
     assert_eq!(&client.call("environment/info", Value::Null).await, info);
     assert_eq!(
@@ -391,4 +424,23 @@ async fn a_pipelined_burst_on_one_cpu_is_answered_in_full_without_further_input(
         client.call("environment/status", json!({})).await["status"],
         "ready"
     );
+}
+
+#[tokio::test]
+async fn temporary_directories_are_always_sent() {
+    for tmpdir in [None, Some("/tmp")] {
+        let mut command = wexec_tests::command(&[]);
+        match tmpdir {
+            Some(dir) => command.env("TMPDIR", dir),
+            None => command.env_remove("TMPDIR"),
+        };
+        let (_server, mut client) = wexec_tests::spawn_stdio_with(command);
+        let info = client.handshake().await["environmentInfo"].clone();
+        let expected = match tmpdir {
+            Some(_) => json!(["file:///tmp"]),
+            None => json!([]),
+        };
+        assert_eq!(info["temporaryDirectories"], expected, "TMPDIR={tmpdir:?}");
+        assert_eq!(info["tempDir"], "file:///tmp");
+    }
 }

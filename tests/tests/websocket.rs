@@ -74,12 +74,38 @@ async fn binary_in_text_out_and_requests_run_concurrently() {
 
 #[tokio::test]
 async fn token_guards_upgrades_but_not_readyz() {
-    for via_env in [false, true] {
+    let dir = wexec_tests::TempDir::new();
+    let token_file = dir.path().join("token");
+    // Codex's token files end with a newline; surrounding whitespace is not the token.
+    std::fs::write(&token_file, "s3cret\n").expect("token file");
+    let token_file = token_file.display().to_string();
+    // printf s3cret | sha256sum
+    let digest = "1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0";
+    for setup in [
+        "--token",
+        "WEXEC_TOKEN",
+        "--ws-token-file",
+        "--ws-token-sha256",
+    ] {
         let mut cmd = command(&["--listen", "ws://127.0.0.1:0"]);
-        if via_env {
-            cmd.env("WEXEC_TOKEN", "s3cret");
-        } else {
-            cmd.args(["--token", "s3cret"]);
+        match setup {
+            "WEXEC_TOKEN" => {
+                cmd.env("WEXEC_TOKEN", "s3cret");
+            }
+            "--token" => {
+                cmd.args(["--token", "s3cret"]);
+            }
+            "--ws-token-file" => {
+                cmd.args([
+                    "--ws-auth",
+                    "capability-token",
+                    "--ws-token-file",
+                    &token_file,
+                ]);
+            }
+            _ => {
+                cmd.args(["--ws-auth", "capability-token", "--ws-token-sha256", digest]);
+            }
         }
         let server = spawn_websocket_with(cmd).await;
         let addr = server.addr();
@@ -134,6 +160,68 @@ async fn startup_refuses_non_loopback_without_a_token_and_bad_urls() {
             vec!["--fs-root", "/nonexistent/wexec-root"],
             "wexec: --fs-root `/nonexistent/wexec-root` is not usable: No such file or directory (os error 2)",
         ),
+        // Codex's `--ws-auth` spelling, with Codex's texts.
+        (
+            vec![
+                "--listen",
+                "ws://127.0.0.1:0",
+                "--ws-auth",
+                "capability-token",
+            ],
+            "wexec: `--ws-token-file` or `--ws-token-sha256` is required when `--ws-auth capability-token` is set",
+        ),
+        (
+            vec!["--listen", "ws://127.0.0.1:0", "--ws-token-sha256", "00"],
+            "wexec: websocket auth flags require `--ws-auth capability-token`",
+        ),
+        (
+            vec![
+                "--listen",
+                "ws://127.0.0.1:0",
+                "--ws-auth",
+                "capability-token",
+                "--ws-token-sha256",
+                "abc",
+            ],
+            "wexec: --ws-token-sha256 must be a 64-character hex SHA-256 digest",
+        ),
+        (
+            vec![
+                "--listen",
+                "ws://127.0.0.1:0",
+                "--ws-auth",
+                "capability-token",
+                "--ws-token-sha256",
+                "abc",
+                "--ws-token-file",
+                "/x",
+            ],
+            "wexec: `--ws-token-file` and `--ws-token-sha256` are mutually exclusive",
+        ),
+        (
+            vec![
+                "--listen",
+                "ws://127.0.0.1:0",
+                "--ws-auth",
+                "capability-token",
+                "--ws-token-file",
+                "/nonexistent/wexec-token",
+            ],
+            "wexec: failed to read websocket auth secret /nonexistent/wexec-token: No such file or directory (os error 2)",
+        ),
+        (
+            vec!["--ws-auth", "capability-token", "--ws-token-file", "/x"],
+            "wexec: WebSocket auth requires a WebSocket listener, not stdio",
+        ),
+        (
+            vec![
+                "--listen",
+                "ws://127.0.0.1:0",
+                "--ws-auth",
+                "signed-bearer-token",
+            ],
+            "wexec: --ws-auth signed-bearer-token is not supported by wexec; use --ws-auth capability-token",
+        ),
     ];
     for (args, message) in cases {
         let output = command(&args).output().await.expect("run wexec");
@@ -159,6 +247,10 @@ async fn version_and_help() {
         "--fs-root",
         "--allow-host",
         "--token",
+        "--ws-auth",
+        "--ws-token-file",
+        "--ws-token-sha256",
+        "--allow-header-env",
         "--detach-ttl",
         "--plugin",
         "--plugin-time-limit-ms",

@@ -37,7 +37,8 @@ pub const FS_CLOSE: &str = "fs/close";
 pub struct FsPathParams {
     /// The path.
     pub path: String,
-    /// `false`: do not follow a symlink in the final component (default `true`).
+    /// `false`: follow no symlink in the path; one as the last component is refused
+    /// (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_symlinks: Option<bool>,
     /// A Codex sandbox context (docs/protocol.md §7.3).
@@ -64,7 +65,8 @@ pub struct FsWriteFileParams {
     pub path: String,
     /// The new contents, base64.
     pub data_base64: String,
-    /// `false`: refuse to write through a symlink in the final component.
+    /// `false`: follow no symlink in the path; refuse to write through one as the last
+    /// component.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow_symlinks: Option<bool>,
     /// A Codex sandbox context (docs/protocol.md §7.3).
@@ -81,6 +83,9 @@ pub struct FsCreateDirectoryParams {
     /// Create missing parents (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recursive: Option<bool>,
+    /// `false`: follow no symlink in the path (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_symlinks: Option<bool>,
     /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,
@@ -98,6 +103,10 @@ pub struct FsRemoveParams {
     /// Ignore a missing path (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub force: Option<bool>,
+    /// `false`: follow no symlink in the path, and refuse one as the last component
+    /// (default `true`: the last component is removed, never followed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_symlinks: Option<bool>,
     /// A Codex sandbox context (docs/protocol.md §7.3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<serde_json::Value>,

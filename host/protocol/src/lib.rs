@@ -76,6 +76,10 @@ pub struct EnvironmentInfo {
     pub shell: ShellInfo,
     /// The server's version.
     pub executor_version: String,
+    /// Opaque, stable per build: `sha256:` and the hex SHA-256 of `wexec <version> <arch>-<os>`
+    /// (Codex's server sends its own; clients key caches on it).
+    #[serde(default)]
+    pub provider_id: String,
     /// PathUri of the server's working directory, if known.
     pub cwd: Option<String>,
     /// The user's home directory.
@@ -83,9 +87,13 @@ pub struct EnvironmentInfo {
     pub user_home_dir: Option<String>,
     /// `linux` or `macos`.
     pub platform_os: String,
-    /// `[TMPDIR]` when set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temporary_directories: Option<Vec<String>>,
+    /// Directories the server prepends to an inherited `PATH` (docs/protocol.md §8.7); wexec
+    /// has none.
+    #[serde(default)]
+    pub prepend_path_dirs: Vec<String>,
+    /// `[TMPDIR]` when set, else empty.
+    #[serde(default)]
+    pub temporary_directories: Vec<String>,
     /// `TMPDIR`, else `/tmp`.
     pub temp_dir: String,
     /// Capability flags by name.
@@ -98,12 +106,21 @@ pub struct EnvironmentInfo {
 /// `environmentInfo.capabilities` as wexec serves it: every flag it reports, `true` only for
 /// what wexec really does (docs/protocol.md §7.4). The `env` plugin reports it; tests hold the
 /// server to it.
-pub const CAPABILITIES: [(&str, bool); 8] = [
+pub const CAPABILITIES: [(&str, bool); 15] = [
     ("capabilityDiscoverySandbox", false),
+    ("capabilityDiscoveryV2", false),
+    ("credentialMasking", false),
+    ("credentialMaskingCustomProviders", false),
     ("environmentConfigRead", false),
     ("fileWriteStreaming", true),
-    ("httpHeaderEnvVars", false),
+    ("fsWatchMissing", false),
+    ("httpHeaderEnvVars", true),
+    // A writable `/` keeps the sandbox's private `/dev` (docs/sandbox.md).
+    ("linuxRootWritePreservesDevices", true),
+    // Read-only carve-outs (`.git`, ...) stay on top of every writable root (docs/sandbox.md).
+    ("linuxApprovedRootWritePreservesRestrictions", true),
     ("networkProxyLaunch", false),
+    ("networkProxyReviewDomains", false),
     ("sandboxedFileStreaming", true),
     ("shellSnapshotV2", false),
     ("windowsMxc", false),

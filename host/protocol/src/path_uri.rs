@@ -8,20 +8,40 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 #[cfg(unix)]
 use std::path::{Path, PathBuf};
 
-/// Why a request path was refused. The messages are the texts of docs/protocol.md §7.2.
+/// Why a request path was refused. The messages are the texts of docs/protocol.md §7.2, Codex's
+/// where it has them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathUriError {
-    /// Neither a `file:` URI nor an absolute path.
+    /// Neither a URI nor an absolute path.
     #[error("expected a file:// URI or an absolute path, got `{0}`")]
     NotAbsolute(String),
-    /// A `file:` URI this POSIX host cannot use.
-    #[error("file URI `{uri}` is not valid on this exec-server host: {reason}")]
-    InvalidUri {
-        /// The URI as sent.
-        uri: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
+    /// A URI of another scheme (lowercased).
+    #[error("unsupported path URI scheme `{0}`")]
+    UnsupportedScheme(String),
+    /// A `file:` URI naming another machine (an authority other than `localhost`) or a
+    /// Windows drive: a request this POSIX host cannot serve (-32600 on `fs/*`, as Codex).
+    #[error("'{0}' is invalid on 'linux'")]
+    ForeignPath(String),
+    /// A `file:` URI whose path holds a NUL byte.
+    #[error("'{0}' is invalid on 'linux'")]
+    NulByte(String),
+    /// A `file:` URI with a query.
+    #[error("query parameters are not allowed in path URIs")]
+    Query,
+    /// A `file:` URI with a fragment.
+    #[error("fragments are not allowed in path URIs")]
+    Fragment,
+    /// A path that is not UTF-8 where only UTF-8 is taken (a guest's string paths).
+    #[error("path URI `{0}` is not valid UTF-8")]
+    NotUtf8(String),
+}
+
+impl PathUriError {
+    /// Whether the request names a path of another machine or platform: an invalid request
+    /// (-32600) where a path is the subject (`fs/*`), not merely bad params.
+    pub fn is_foreign(&self) -> bool {
+        matches!(self, Self::ForeignPath(_))
+    }
 }
 
 /// Encodes an absolute path as a percent-encoded `file:` URI. Bytes outside the unreserved set
@@ -59,45 +79,60 @@ pub fn parse(value: &str) -> Result<PathBuf, PathUriError> {
 /// not valid UTF-8 is refused.
 pub fn parse_utf8(value: &str) -> Result<String, PathUriError> {
     let bytes = decode(value)?;
-    String::from_utf8(bytes).map_err(|_| PathUriError::InvalidUri {
-        uri: value.to_owned(),
-        reason: "the path is not valid UTF-8",
-    })
+    String::from_utf8(bytes).map_err(|_| PathUriError::NotUtf8(value.to_owned()))
 }
 
-/// [`parse`] as bytes.
+/// [`parse`] as bytes. `file:` URIs are read as Codex's server reads them (a WHATWG URL):
+/// the scheme in any case, an empty or `localhost` authority, `file:x` as `/x`, percent
+/// escapes decoded where well-formed and kept as written where not.
 pub fn decode(value: &str) -> Result<Vec<u8>, PathUriError> {
     let Some(rest) = strip_prefix_ignore_case(value, "file:") else {
         if value.starts_with('/') && !value.contains('\0') {
             return Ok(value.as_bytes().to_vec());
         }
-        return Err(PathUriError::NotAbsolute(value.to_owned()));
-    };
-    let invalid = |reason| PathUriError::InvalidUri {
-        uri: value.to_owned(),
-        reason,
+        return Err(match scheme(value) {
+            Some(scheme) => PathUriError::UnsupportedScheme(scheme.to_ascii_lowercase()),
+            None => PathUriError::NotAbsolute(value.to_owned()),
+        });
     };
     let path = match rest.strip_prefix("//") {
-        Some(after_authority) => {
-            if !after_authority.starts_with('/') {
-                return Err(invalid("URIs with an authority are not supported"));
+        Some(after) => {
+            let (authority, path) = after.split_at(after.find('/').unwrap_or(after.len()));
+            if !authority.is_empty() && !authority.eq_ignore_ascii_case("localhost") {
+                return Err(PathUriError::ForeignPath(value.to_owned()));
             }
-            after_authority
+            path
         }
-        None if rest.starts_with('/') => rest,
-        None => return Err(invalid("the path must be absolute")),
+        None => rest,
     };
-    if path.contains(['?', '#']) {
-        return Err(invalid("queries and fragments are not supported"));
+    match path.find(['?', '#']).map(|at| path.as_bytes()[at]) {
+        Some(b'?') => return Err(PathUriError::Query),
+        Some(_) => return Err(PathUriError::Fragment),
+        None => {}
     }
-    let bytes = percent_decode(path).ok_or_else(|| invalid("malformed percent-encoding"))?;
+    let mut bytes = Vec::with_capacity(path.len() + 1);
+    if !path.starts_with('/') {
+        bytes.push(b'/');
+    }
+    percent_decode(path, &mut bytes);
     if bytes.contains(&0) {
-        return Err(invalid("the path contains a NUL byte"));
+        return Err(PathUriError::NulByte(value.to_owned()));
     }
     if is_drive_letter(&bytes) {
-        return Err(invalid("drive letters are not supported"));
+        return Err(PathUriError::ForeignPath(value.to_owned()));
     }
     Ok(bytes)
+}
+
+/// The scheme of a URI (`ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":"`), if `value` starts
+/// with one.
+fn scheme(value: &str) -> Option<&str> {
+    let (scheme, _) = value.split_once(':')?;
+    let mut bytes = scheme.bytes();
+    let first = bytes.next()?;
+    (first.is_ascii_alphabetic()
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
+    .then_some(scheme)
 }
 
 fn strip_prefix_ignore_case<'a>(value: &'a str, prefix: &str) -> Option<&'a str> {
@@ -106,27 +141,32 @@ fn strip_prefix_ignore_case<'a>(value: &'a str, prefix: &str) -> Option<&'a str>
         .then(|| &value[prefix.len()..])
 }
 
-fn percent_decode(text: &str) -> Option<Vec<u8>> {
+/// Appends `text` with its `%XX` escapes decoded; a malformed escape stays as written.
+fn percent_decode(text: &str, out: &mut Vec<u8>) {
     let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
     let mut index = 0;
     while let Some(&byte) = bytes.get(index) {
-        if byte == b'%' {
-            let hex = bytes.get(index + 1..index + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            index += 3;
-        } else {
-            out.push(byte);
-            index += 1;
+        let escaped = (byte == b'%')
+            .then(|| bytes.get(index + 1..index + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(decoded) => {
+                out.push(decoded);
+                index += 3;
+            }
+            None => {
+                out.push(byte);
+                index += 1;
+            }
         }
     }
-    Some(out)
 }
 
-/// `/C:` or `/c|` at the start of a decoded path: a Windows drive.
+/// `/C:` at the start of a decoded path: a Windows drive.
 fn is_drive_letter(path: &[u8]) -> bool {
-    matches!(path, [b'/', letter, b':' | b'|', ..] if letter.is_ascii_alphabetic())
+    matches!(path, [b'/', letter, b':', ..] if letter.is_ascii_alphabetic())
         && matches!(path.get(3), None | Some(b'/'))
 }
 
@@ -153,54 +193,59 @@ mod tests {
     }
 
     #[test]
-    fn accepts_plain_absolute_paths_literally() {
-        assert_eq!(parse("/a%20b"), Ok(PathBuf::from("/a%20b")));
-        assert_eq!(parse("FILE:///x"), Ok(PathBuf::from("/x")));
-        assert_eq!(parse("file:/x"), Ok(PathBuf::from("/x")));
+    fn accepts_plain_absolute_paths_literally_and_uris_as_codex_does() {
+        for (value, path) in [
+            ("/a%20b", "/a%20b"),
+            ("FILE:///x", "/x"),
+            ("file:/x", "/x"),
+            ("file:x/y", "/x/y"),
+            ("file://localhost/x", "/x"),
+            ("file://LOCALHOST/x", "/x"),
+            ("file://localhost", "/"),
+            ("file:///a%2", "/a%2"),
+            ("file:///a%zz", "/a%zz"),
+            ("file:///%2e%2e/x", "/../x"),
+            ("file:///c|/x", "/c|/x"),
+            // A directory merely named like a drive is fine.
+            ("file:///C:x", "/C:x"),
+        ] {
+            assert_eq!(parse(value), Ok(PathBuf::from(path)), "{value}");
+        }
     }
 
     #[test]
     fn refuses_what_a_posix_host_cannot_use() {
-        for value in ["relative/path", "", "./x", "C:\\x", "http://h/x"] {
-            assert_eq!(
-                parse(value),
-                Err(PathUriError::NotAbsolute(value.to_owned())),
-                "{value}"
-            );
-        }
+        use PathUriError::*;
         let refused = [
-            ("file://host/x", "URIs with an authority are not supported"),
+            ("relative/path", NotAbsolute("relative/path".into())),
+            ("", NotAbsolute(String::new())),
+            ("./x", NotAbsolute("./x".into())),
+            ("C:\\x", UnsupportedScheme("c".into())),
+            ("HTTP://h/x", UnsupportedScheme("http".into())),
+            ("file://host/x", ForeignPath("file://host/x".into())),
             (
-                "file://localhost/x",
-                "URIs with an authority are not supported",
+                "file://127.0.0.1/x",
+                ForeignPath("file://127.0.0.1/x".into()),
             ),
-            ("file:///C:/x", "drive letters are not supported"),
-            ("file:///c|", "drive letters are not supported"),
-            ("file:///a%2", "malformed percent-encoding"),
-            ("file:///a%zz", "malformed percent-encoding"),
-            ("file:///a%00", "the path contains a NUL byte"),
-            ("file:///a?b", "queries and fragments are not supported"),
-            ("file:x", "the path must be absolute"),
+            ("file:///C:/x", ForeignPath("file:///C:/x".into())),
+            ("file:///a%00", NulByte("file:///a%00".into())),
+            ("file:///a?b", Query),
+            ("file:///a?b#c", Query),
+            ("file:///a#b?c", Fragment),
         ];
-        for (uri, reason) in refused {
-            assert_eq!(
-                parse(uri),
-                Err(PathUriError::InvalidUri {
-                    uri: uri.to_owned(),
-                    reason
-                }),
-                "{uri}"
-            );
+        for (value, error) in refused {
+            assert_eq!(parse(value), Err(error), "{value}");
         }
+        assert!(ForeignPath(String::new()).is_foreign());
+        assert!(!NulByte(String::new()).is_foreign());
+        assert_eq!(
+            ForeignPath("file://h/x".into()).to_string(),
+            "'file://h/x' is invalid on 'linux'"
+        );
         assert_eq!(
             parse_utf8("file:///a%FF"),
-            Err(PathUriError::InvalidUri {
-                uri: "file:///a%FF".to_owned(),
-                reason: "the path is not valid UTF-8"
-            })
+            Err(NotUtf8("file:///a%FF".to_owned()))
         );
         assert_eq!(parse_utf8("file:///a%20b"), Ok("/a b".to_owned()));
-        // A directory merely named like a drive is fine.
-        assert_eq!(parse("file:///C:x"), Ok(PathBuf::from("/C:x")));
     }
 }

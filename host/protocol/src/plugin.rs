@@ -39,3 +39,8 @@ pub struct PluginGrants {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_vars: Vec<String>,
 }
+
+/// The variable name a plugin declares (`plugin-info.env-vars`) to take whichever environment
+/// variables the operator grants it, instead of naming them (the `http` plugin's `valueEnvVar`
+/// headers read the variables the operator lists with `--allow-header-env`).
+pub const ANY_GRANTED_VAR: &str = "*";

@@ -21,6 +21,10 @@ impl Host for HostState {
         }
     }
 
+    async fn provider_id(&mut self) -> String {
+        crate::facts::provider_id()
+    }
+
     async fn plugins(&mut self) -> Vec<PluginSummary> {
         let plugins = self
             .shared

@@ -12,6 +12,19 @@ use wexec_protocol::path_uri;
 /// wexec's version, as reported in `executorVersion` and `wexec.version`.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+/// `environmentInfo.providerId` (docs/protocol.md §7.4): `sha256:` and the hex SHA-256 of
+/// `wexec <version> <arch>-<os>`, so it is opaque and changes with the build.
+pub fn provider_id() -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!(
+        "wexec {VERSION} {}-{}",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    ));
+    let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// Shell used when `$SHELL` is unset or unusable.
 const FALLBACK_SHELL: &str = "/bin/sh";
 

@@ -186,11 +186,9 @@ fn io_error(path: &str, err: &io::Error) -> Error {
     let kind = match err.kind() {
         io::ErrorKind::NotFound => ErrorKind::NotFound,
         io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
-        io::ErrorKind::InvalidInput
-        | io::ErrorKind::AlreadyExists
-        | io::ErrorKind::NotADirectory
-        | io::ErrorKind::IsADirectory
-        | io::ErrorKind::DirectoryNotEmpty => ErrorKind::Invalid,
+        io::ErrorKind::InvalidInput => ErrorKind::Invalid,
+        // `EEXIST`, `ENOTDIR`, `EISDIR`, `ENOTEMPTY`, `EROFS`, `ELOOP`, `EBADF`... are internal
+        // errors, as Codex's server answers them (docs/protocol.md §9.2).
         _ => ErrorKind::Other,
     };
     Error {

@@ -4,6 +4,8 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+pub use wexec_protocol::ANY_GRANTED_VAR;
+
 /// One filesystem root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsRoot {
@@ -178,7 +180,9 @@ impl Grants {
     }
 
     /// Keeps only what the plugin declared: capabilities it did not request are dropped, and
-    /// so are variables it did not list.
+    /// so are variables it did not list. A plugin that lists [`ANY_GRANTED_VAR`] takes every
+    /// variable the operator grants it (the `http` plugin: the operator names the header
+    /// variables).
     pub fn restrict_to(
         mut self,
         wants_fs: bool,
@@ -191,7 +195,9 @@ impl Grants {
         if !wants_http {
             self.allow_hosts.clear();
         }
-        self.env_vars = self.env_vars.intersection(wants_vars).cloned().collect();
+        if !wants_vars.contains(ANY_GRANTED_VAR) {
+            self.env_vars = self.env_vars.intersection(wants_vars).cloned().collect();
+        }
         self
     }
 }
@@ -276,6 +282,18 @@ mod tests {
         assert!(effective.allows_var("B"));
         assert!(!effective.allows_var("A"), "granted but not declared");
         assert!(!effective.allows_var("C"), "declared but not granted");
+
+        let any = Grants {
+            env_vars: ["A", "B"].iter().map(|s| (*s).to_owned()).collect(),
+            ..Grants::default()
+        }
+        .restrict_to(false, false, &BTreeSet::from([ANY_GRANTED_VAR.to_owned()]));
+        assert!(any.allows_var("A") && any.allows_var("B"));
+        assert!(!any.allows_var("C"), "not granted");
+        assert!(
+            !any.allows_var(ANY_GRANTED_VAR),
+            "the wildcard is no variable"
+        );
         assert!(
             !Grants::default().allows_host("127.0.0.1", 80, 80),
             "nothing by default"

@@ -3,6 +3,7 @@
 //! accepted, text is sent; a ping goes out every 30 s; a message over 64 MiB closes the socket
 //! with code 1009.
 
+pub mod credential;
 pub mod handshakes;
 pub mod http;
 
@@ -18,6 +19,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
+use self::credential::Credential;
 use self::handshakes::Pending;
 use self::http::{Decision, MAX_HEAD_BYTES, Status};
 use super::budget::ConnectionBudget;
@@ -48,7 +50,7 @@ const LINGER_MAX: Duration = Duration::from_secs(10);
 pub async fn accept(
     mut stream: TcpStream,
     peer: SocketAddr,
-    token: Option<&str>,
+    credential: Option<&Credential>,
     connections: &Arc<Counter>,
     budget: ConnectionBudget,
     mut pending: Pending,
@@ -72,7 +74,7 @@ pub async fn accept(
             return None;
         }
     };
-    let (accept_key, slot) = match http::decide(&head, token) {
+    let (accept_key, slot) = match http::decide(&head, credential) {
         Decision::Upgrade { accept_key } => match connections.take() {
             Some(slot) => (accept_key, slot),
             None => {

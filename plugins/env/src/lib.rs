@@ -42,10 +42,13 @@ fn info() -> EnvironmentInfo {
             path: facts.shell_path,
         },
         executor_version: facts.executor_version.clone(),
+        provider_id: environment::provider_id(),
         cwd: facts.cwd,
         user_home_dir: facts.user_home_dir,
         platform_os: facts.platform_os,
-        temporary_directories: facts.temporary_directories,
+        // wexec has no helper commands of its own to put on a child's `PATH`.
+        prepend_path_dirs: Vec::new(),
+        temporary_directories: facts.temporary_directories.unwrap_or_default(),
         temp_dir: facts.temp_dir,
         capabilities: CAPABILITIES
             .iter()

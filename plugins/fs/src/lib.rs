@@ -108,14 +108,39 @@ fn write_file(call: &Call) -> Result<Value, RpcError> {
 fn create_directory(call: &Call) -> Result<Value, RpcError> {
     let params: FsCreateDirectoryParams = decode(call)?;
     let recursive = params.recursive.unwrap_or(true);
-    fs::create_directory(&native(&params.path)?, recursive).map_err(RpcError::from)?;
+    let path = native(&params.path)?;
+    if params.follow_symlinks == Some(false) {
+        // No symlink anywhere in the path: the host's no-follow lookup finds one before the
+        // last component (`ENOTDIR`); one as the last component fails as `mkdir` through
+        // `O_NOFOLLOW` does in Codex's server. The check is not a confinement: the roots are.
+        match fs::metadata(&path, false) {
+            Ok(_) => {}
+            Err(error) if error.kind == fs::ErrorKind::NotFound => {}
+            Err(error) if error.kind == fs::ErrorKind::Invalid => {
+                return Err(RpcError::internal_error("Not a directory (os error 20)"));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    fs::create_directory(&path, recursive).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 
 fn get_metadata(call: &Call) -> Result<Response, RpcError> {
     let params: FsPathParams = decode(call)?;
     let follow = params.follow_symlinks.unwrap_or(true);
-    let meta = fs::metadata(&native(&params.path)?, follow).map_err(RpcError::from)?;
+    let meta = fs::metadata(&native(&params.path)?, follow).map_err(|error| {
+        // Outside the roots is "not found" here, whether or not the path exists, so that
+        // clients probing for markers above their workspace (Codex looks for `.git` in every
+        // parent) take it as absent instead of failing; the text still says why
+        // (docs/protocol.md §9.1).
+        let outside = error.kind == fs::ErrorKind::OutsideRoots;
+        let mut mapped = RpcError::from(error);
+        if outside {
+            mapped.code = wexec_guest::protocol::rpc::NOT_FOUND;
+        }
+        mapped
+    })?;
     Response::json(&FsMetadata {
         is_directory: meta.is_directory,
         is_file: meta.is_file,
@@ -168,7 +193,24 @@ fn remove(call: &Call) -> Result<Value, RpcError> {
         params.recursive.unwrap_or(true),
         params.force.unwrap_or(true),
     );
-    fs::remove(&native(&params.path)?, recursive, force).map_err(RpcError::from)?;
+    let path = native(&params.path)?;
+    if params.follow_symlinks == Some(false) {
+        // Codex's server: no recursive removal without following, and no symlink anywhere
+        // in the path (the host's no-follow lookup refuses one).
+        if recursive {
+            return Err(RpcError::internal_error(
+                "recursive no-follow removal is unsupported",
+            ));
+        }
+        match fs::metadata(&path, false) {
+            Ok(_) => {}
+            Err(error) if error.kind == fs::ErrorKind::NotFound && force => {
+                return Ok(json!({}));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    fs::remove(&path, recursive, force).map_err(RpcError::from)?;
     Ok(json!({}))
 }
 

@@ -32,7 +32,8 @@ pub fn walk(root: &str, options: &FsWalkOptions) -> Result<FsWalkResponse, RpcEr
     let mut entries = Vec::new();
     let mut errors = Vec::new();
     let mut truncated = false;
-    if !meta.is_directory {
+    // A file or a symlink as the root has nothing to list (Codex does not follow it).
+    if !meta.is_directory || meta.is_symlink {
         return Ok(FsWalkResponse {
             entries,
             errors,
@@ -52,7 +53,7 @@ pub fn walk(root: &str, options: &FsWalkOptions) -> Result<FsWalkResponse, RpcEr
             break;
         }
         directories += 1;
-        let listing = match fs::read_directory(if dir.is_empty() { "/" } else { &dir }) {
+        let mut listing = match fs::read_directory(if dir.is_empty() { "/" } else { &dir }) {
             Ok(listing) => listing,
             Err(error) => {
                 errors.push(FsWalkError {
@@ -62,25 +63,36 @@ pub fn walk(root: &str, options: &FsWalkOptions) -> Result<FsWalkResponse, RpcEr
                 continue;
             }
         };
+        // Each directory's entries in bytewise name order, as Codex lists them.
+        listing.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         for entry in listing {
+            // A dangling link (or, in wexec, one leaving the roots) is passed over as if it did
+            // not exist: Codex neither lists nor counts it.
+            if entry.target_missing {
+                continue;
+            }
             if examined >= options.max_entries {
                 truncated = true;
                 break 'walk;
             }
             examined += 1;
+            // Only directories and regular files are listed; FIFOs, sockets, devices and links
+            // to files count against `maxEntries` but are omitted, and so are links to
+            // directories unless they are followed.
+            let listed = if entry.is_directory {
+                !entry.is_symlink || options.follow_directory_symlinks
+            } else {
+                entry.is_file && !entry.is_symlink
+            };
+            if !listed {
+                continue;
+            }
             let path = format!("{dir}/{}", entry.name);
             let uri = uri::encode(&path);
             budget += uri.len() + ITEM_OVERHEAD;
             if budget > RESPONSE_BUDGET {
                 truncated = true;
                 break 'walk;
-            }
-            if entry.target_missing {
-                errors.push(FsWalkError {
-                    path: uri,
-                    message: "symlink target is missing or outside the allowed roots".to_owned(),
-                });
-                continue;
             }
             let kind = if entry.is_directory {
                 "directory"
@@ -113,8 +125,6 @@ pub fn walk(root: &str, options: &FsWalkOptions) -> Result<FsWalkResponse, RpcEr
                         continue;
                     }
                 }
-            } else if entry.is_symlink {
-                continue;
             }
             queue.push_back((path, depth + 1));
         }

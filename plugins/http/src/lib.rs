@@ -27,7 +27,7 @@ struct HeaderParam {
     name: String,
     value: String,
     #[serde(default)]
-    value_env_var: Option<Value>,
+    value_env_var: Option<String>,
 }
 
 #[derive(Deserialize, Default, PartialEq, Eq)]
@@ -62,6 +62,10 @@ impl Plugin for Http {
         Info::new("http", env!("CARGO_PKG_VERSION"))
             .method("http/request")
             .capability(Capability::Http)
+            // `valueEnvVar` reads whichever variables the operator grants
+            // (`--allow-header-env`); no others.
+            .capability(Capability::EnvironmentVars)
+            .env_var(wexec_guest::ANY_GRANTED_VAR)
     }
 
     fn handle(call: Call) -> Result<Response, RpcError> {
@@ -73,6 +77,44 @@ impl Plugin for Http {
     }
 }
 
+/// An HTTP token (RFC 9110 `tchar`s), as a method must be.
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A header as sent: `value`, followed by the executor variable `valueEnvVar` names. Only
+/// variables the operator granted can be read; any other reads as unset. The value is never
+/// logged.
+fn with_env_value(header: HeaderParam) -> Result<(String, String), RpcError> {
+    let Some(var) = header.value_env_var else {
+        return Ok((header.name, header.value));
+    };
+    match wexec_guest::env::var(&var) {
+        Ok(Some(value)) if !value.is_empty() => {
+            let mut full = header.value;
+            full.push_str(&value);
+            Ok((header.name, full))
+        }
+        Ok(Some(_)) => Err(error(
+            -32602,
+            format!(
+                "http/request header {} requires a non-empty executor environment variable {var}",
+                header.name
+            ),
+        )),
+        Ok(None) | Err(_) => Err(error(
+            -32602,
+            format!(
+                "http/request header {} requires executor environment variable {var}",
+                header.name
+            ),
+        )),
+    }
+}
+
 fn request(params: Params) -> Result<Value, RpcError> {
     let body =
         match &params.body_base64 {
@@ -81,19 +123,17 @@ fn request(params: Params) -> Result<Value, RpcError> {
             })?),
             None => None,
         };
-    if let Some(header) = params
-        .headers
-        .iter()
-        .find(|header| header.value_env_var.as_ref().is_some_and(|v| !v.is_null()))
-    {
-        return Err(error(
-            -32602,
-            format!(
-                "http/request header {} uses valueEnvVar, which this executor does not support",
-                header.name
-            ),
-        ));
-    }
+    // A method that is no token is the host's error to report, before any variable is read
+    // (Codex's check order).
+    let headers = if is_token(&params.method) {
+        params
+            .headers
+            .into_iter()
+            .map(with_env_value)
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
     let request_id = match (&params.request_id, params.stream_response) {
         (None, true) => {
             return Err(error(
@@ -104,8 +144,8 @@ fn request(params: Params) -> Result<Value, RpcError> {
         (id, _) => id.clone(),
     };
     let mut request = http::Request::new(params.method, params.url);
-    for header in params.headers {
-        request = request.header(header.name, header.value);
+    for (name, value) in headers {
+        request = request.header(name, value);
     }
     if let Some(body) = body {
         request = request.body(body);

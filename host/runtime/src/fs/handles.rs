@@ -62,18 +62,16 @@ impl FileHandles {
         policy: Option<&super::FsPolicy>,
     ) -> Result<(), Error> {
         if id.len() > MAX_HANDLE_ID_BYTES {
-            return Err(invalid(
-                "file read handle ID must not exceed 32 bytes".into(),
-            ));
+            return Err(invalid("file handle ID must not exceed 32 bytes".into()));
         }
         {
             let mut slots = self.slots();
             if slots.contains_key(id) {
-                return Err(invalid(format!("file read handle `{id}` already exists")));
+                return Err(invalid(format!("file handle `{id}` already exists")));
             }
             if slots.len() >= MAX_HANDLES {
                 return Err(invalid(format!(
-                    "at most {MAX_HANDLES} file reads may be open per connection"
+                    "at most {MAX_HANDLES} file handles may be open per connection"
                 )));
             }
             slots.insert(id.to_owned(), Slot::Opening);
@@ -98,17 +96,25 @@ impl FileHandles {
         }
     }
 
+    /// The handle's file. A handle used the other way fails as the OS fails it, with `EBADF`
+    /// (as Codex's server answers: -32603 `Bad file descriptor (os error 9)`); a read then
+    /// closes the handle, as any read error does, a write keeps it.
     fn get(&self, id: &str, for_writing: bool) -> Result<Arc<std::fs::File>, Error> {
-        let direction = if for_writing { "write" } else { "read" };
-        match self.slots().get(id) {
+        let mut slots = self.slots();
+        match slots.get(id) {
             Some(Slot::Open { file, writable }) if *writable == for_writing => Ok(Arc::clone(file)),
-            Some(Slot::Open { .. }) => Err(invalid(format!(
-                "file handle `{id}` was not opened for {}",
-                if for_writing { "writing" } else { "reading" }
-            ))),
+            Some(Slot::Open { .. }) => {
+                if !for_writing {
+                    slots.remove(id);
+                }
+                Err(super::io_error(
+                    id,
+                    &std::io::Error::from_raw_os_error(rustix::io::Errno::BADF.raw_os_error()),
+                ))
+            }
             _ => Err(Error {
                 kind: ErrorKind::NotFound,
-                message: format!("unknown file {direction} handle `{id}`"),
+                message: format!("unknown file handle `{id}`"),
             }),
         }
     }
@@ -144,7 +150,7 @@ impl FileHandles {
     pub fn write_block(&self, id: &str, offset: u64, data: &[u8]) -> Result<(), Error> {
         if !(1..=MAX_BLOCK_BYTES).contains(&data.len()) {
             return Err(invalid(format!(
-                "file write block must be between 1 and {MAX_BLOCK_BYTES} bytes"
+                "file write block length must be between 1 and {MAX_BLOCK_BYTES}"
             )));
         }
         let file = self.get(id, true)?;

@@ -17,6 +17,19 @@ use super::{Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Roots,
 /// than about a second (a step is a system call or two).
 pub const MAX_LISTING_STEPS: usize = 1 << 19;
 
+/// `ELOOP` as Codex's server words it (its musl libc's text; glibc says "Too many levels of
+/// symbolic links").
+fn symlink_loop() -> Error {
+    Error {
+        kind: ErrorKind::Other,
+        message: "Symbolic link loop (os error 40)".to_owned(),
+    }
+}
+
+fn contains_symlink() -> Error {
+    invalid("path contains a symbolic link".to_owned())
+}
+
 /// Reads a regular file of `size` bytes (as `fstat` said) to its end, and at most one byte past
 /// the read limit. A first read that returns exactly `size` bytes of the `size + 1` asked for
 /// has met the end: the read that would return 0 is skipped. Files whose size says nothing
@@ -41,12 +54,12 @@ fn read_sized(file: std::fs::File, size: u64) -> std::io::Result<Vec<u8>> {
 }
 
 impl Roots {
-    fn refuse_symlink(resolved: &Resolved<'_>) -> Result<(), Error> {
+    /// With `followSymlinks: false`, a symlink as the last component is refused, with the
+    /// error Codex's server answers: `ELOOP` (its `O_NOFOLLOW` open) for reads and writes,
+    /// `path contains a symbolic link` for metadata.
+    fn refuse_symlink(resolved: &Resolved<'_>, refusal: fn() -> Error) -> Result<(), Error> {
         match resolved.root.dir.symlink_metadata(&resolved.relative) {
-            Ok(meta) if meta.is_symlink() => Err(invalid(format!(
-                "path `{}` is a symlink",
-                resolved.original
-            ))),
+            Ok(meta) if meta.is_symlink() => Err(refusal()),
             _ => Ok(()),
         }
     }
@@ -69,10 +82,10 @@ impl Roots {
         follow: bool,
         policy: Option<&FsPolicy>,
     ) -> Result<FileToRead, Error> {
-        let resolved = self.resolve(path, follow)?;
+        let resolved = self.resolve_following(path, follow)?;
         check(policy, |policy| policy.read(&resolved, false))?;
         if !follow {
-            Self::refuse_symlink(&resolved)?;
+            Self::refuse_symlink(&resolved, symlink_loop)?;
         }
         let (file, size) = open::read(&resolved)?;
         if size > MAX_READ_FILE_BYTES {
@@ -94,11 +107,11 @@ impl Roots {
         policy: Option<&FsPolicy>,
     ) -> Result<(), Error> {
         use std::io::Write;
-        let resolved = self.resolve(path, follow)?;
+        let resolved = self.resolve_following(path, follow)?;
         check(policy, |policy| policy.write(&resolved, false))?;
         resolved.writable()?;
         if !follow {
-            Self::refuse_symlink(&resolved)?;
+            Self::refuse_symlink(&resolved, symlink_loop)?;
         }
         open::write(&resolved, true)?
             .write_all(data)
@@ -131,8 +144,15 @@ impl Roots {
         follow: bool,
         policy: Option<&FsPolicy>,
     ) -> Result<Metadata, Error> {
-        let resolved = self.resolve(path, false)?;
+        let resolved = if follow {
+            self.resolve(path, false)?
+        } else {
+            self.resolve_without_links(path)?
+        };
         check(policy, |policy| policy.read(&resolved, false))?;
+        if !follow {
+            Self::refuse_symlink(&resolved, contains_symlink)?;
+        }
         let dir = &resolved.root.dir;
         let link = dir
             .symlink_metadata(&resolved.relative)

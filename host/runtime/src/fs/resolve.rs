@@ -75,6 +75,30 @@ impl Roots {
         walk.finish()
     }
 
+    /// Resolves `path` following no symlink at all (`followSymlinks: false`, as Codex's server
+    /// does it): one before the last component fails with `ENOTDIR`, as `O_NOFOLLOW |
+    /// O_DIRECTORY` fails it; the last one is left to the operation.
+    pub(super) fn resolve_without_links<'a>(&'a self, path: &str) -> Result<Resolved<'a>, Error> {
+        let (root, relative) = self.locate(path)?;
+        let mut walk = Walk::new(root, path);
+        walk.refuse_links = true;
+        walk.components(relative.iter(), false)?;
+        walk.finish()
+    }
+
+    /// Resolves `path` following every symlink inside the root (`follow`), or none.
+    pub(super) fn resolve_following<'a>(
+        &'a self,
+        path: &str,
+        follow: bool,
+    ) -> Result<Resolved<'a>, Error> {
+        if follow {
+            self.resolve(path, true)
+        } else {
+            self.resolve_without_links(path)
+        }
+    }
+
     /// The innermost root holding `path`, and the path relative to it. Purely lexical.
     fn locate(&self, path: &str) -> Result<(&OpenRoot, PathBuf), Error> {
         if path.len() > MAX_PATH_BYTES {
@@ -149,6 +173,8 @@ pub struct Walk<'a, 'p> {
     stopped: bool,
     hops: usize,
     steps: usize,
+    /// A symlink before the last component is an error instead of being followed.
+    refuse_links: bool,
     original: &'p str,
 }
 
@@ -163,6 +189,7 @@ impl<'a, 'p> Walk<'a, 'p> {
             stopped: false,
             hops: 0,
             steps: 0,
+            refuse_links: false,
             original,
         }
     }
@@ -268,6 +295,9 @@ impl<'a, 'p> Walk<'a, 'p> {
     }
 
     fn read_link(&mut self, name: &OsStr) -> Result<PathBuf, Error> {
+        if self.refuse_links {
+            return Err(io_error(self.original, &Errno::NOTDIR.into()));
+        }
         self.hops += 1;
         if self.hops > MAX_LINK_HOPS {
             return Err(invalid(format!(

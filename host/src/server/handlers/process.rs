@@ -132,12 +132,14 @@ fn enabled(ctx: &RequestContext) -> Result<(), RpcError> {
     }
 }
 
+/// Codex's texts: a URI naming another machine or platform is "not valid on this exec-server
+/// host"; the other refusals are those of any path (docs/protocol.md §7.2).
 fn cwd_error(err: PathUriError) -> String {
     match err {
-        PathUriError::InvalidUri { uri, reason } => {
-            format!("cwd URI `{uri}` is not valid on this exec-server host: {reason}")
+        PathUriError::ForeignPath(ref uri) | PathUriError::NulByte(ref uri) => {
+            format!("cwd URI `{uri}` is not valid on this exec-server host: {err}")
         }
-        not_absolute @ PathUriError::NotAbsolute(_) => not_absolute.to_string(),
+        other => other.to_string(),
     }
 }
 

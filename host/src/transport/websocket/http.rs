@@ -3,6 +3,8 @@
 
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
+use super::credential::Credential;
+
 /// Largest request head accepted before the upgrade.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
@@ -95,7 +97,7 @@ impl RequestHead {
 
 /// Decides a request. Order matters: `Origin` is refused before anything else (so browsers can
 /// never probe, `/readyz` included), and `/readyz` needs no token.
-pub fn decide(head: &RequestHead, token: Option<&str>) -> Decision {
+pub fn decide(head: &RequestHead, credential: Option<&Credential>) -> Decision {
     if head.header("origin").is_some() {
         return Decision::Respond(Status::Forbidden);
     }
@@ -103,8 +105,8 @@ pub fn decide(head: &RequestHead, token: Option<&str>) -> Decision {
         "/readyz" if head.method == "GET" || head.method == "HEAD" => Decision::Respond(Status::Ok),
         "/readyz" => Decision::Respond(Status::MethodNotAllowed),
         "/" => {
-            if let Some(token) = token
-                && !bearer_matches(head.header("authorization"), token)
+            if let Some(credential) = credential
+                && !bearer_matches(head.header("authorization"), credential)
             {
                 return Decision::Respond(Status::Unauthorized);
             }
@@ -126,8 +128,9 @@ fn upgrade(head: &RequestHead) -> Decision {
     }
 }
 
-/// `Authorization: Bearer <token>`, scheme case-insensitive, compared in constant time.
-fn bearer_matches(header: Option<&[u8]>, token: &str) -> bool {
+/// `Authorization: Bearer <token>`, scheme case-insensitive, the token compared in constant
+/// time.
+fn bearer_matches(header: Option<&[u8]>, credential: &Credential) -> bool {
     let Some(value) = header else {
         return false;
     };
@@ -138,14 +141,7 @@ fn bearer_matches(header: Option<&[u8]>, token: &str) -> bool {
     if !scheme.eq_ignore_ascii_case(b"bearer") || presented.first() != Some(&b' ') {
         return false;
     }
-    constant_time_eq(presented.trim_ascii(), token.as_bytes())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    credential.accepts(presented.trim_ascii())
 }
 
 /// Parses a request head; `Ok(None)` means more bytes are needed. On success also returns the
@@ -291,8 +287,9 @@ mod tests {
             ),
         ];
         for (request, token, expected) in cases {
+            let credential = token.map(|token| Credential::Token(token.to_owned()));
             assert_eq!(
-                decide(&request, token),
+                decide(&request, credential.as_ref()),
                 expected,
                 "{request:?} token={token:?}"
             );
