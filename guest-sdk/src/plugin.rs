@@ -124,10 +124,11 @@ impl Call {
 
     /// For parameterless methods: accepts absent/`null` params or any object, else -32602.
     pub fn no_params(&self) -> Result<(), RpcError> {
-        match serde_json::from_str::<serde_json::Value>(&self.params) {
-            Ok(serde_json::Value::Null | serde_json::Value::Object(_)) => Ok(()),
-            _ => Err(RpcError::invalid_params("this method takes no params")),
-        }
+        let params = serde_json::from_str::<serde_json::Value>(&self.params)
+            .map_err(|err| RpcError::invalid_params(err.to_string()))?;
+        wexec_protocol::NoParams::check(&params)
+            .map(drop)
+            .map_err(RpcError::invalid_params)
     }
 }
 

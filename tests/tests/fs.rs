@@ -740,13 +740,24 @@ async fn walk_lists_as_codex_does_sorted_bounded_and_without_escapes() {
     let link_root = f
         .call(
             "fs/walk",
-            json!({"path": f.uri("dir-link"), "options": options(1, 10, 10, true)}),
+            json!({"path": f.uri("dir-link"), "options": options(1, 10, 10, false)}),
         )
         .await;
     assert_eq!(
         link_root,
         json!({"entries": [], "errors": [], "truncated": false}),
-        "a symlink as the root is not followed"
+        "a symlink as the root is followed only with followDirectorySymlinks"
+    );
+    let followed_root = f
+        .call(
+            "fs/walk",
+            json!({"path": f.uri("dir-link"), "options": options(0, 10, 10, true)}),
+        )
+        .await;
+    assert_eq!(
+        followed_root["entries"],
+        json!([{"kind": "directory", "path": f.uri("dir-link/b")}, {"kind": "file", "path": f.uri("dir-link/file")}]),
+        "listed under the link's path"
     );
 }
 

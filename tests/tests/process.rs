@@ -875,7 +875,7 @@ async fn the_environment_is_exactly_env_and_arg0_is_what_the_child_sees() {
 
     let mut policy = start_params("policy", &["/usr/bin/env"]);
     policy["env"] = json!({"B": "from-env"});
-    policy["envPolicy"] = json!({"inherit": "none", "set": {"A": "from-set", "B": "from-set"}});
+    policy["envPolicy"] = json!({"inherit": "none", "ignoreDefaultExcludes": false, "exclude": [], "set": {"A": "from-set", "B": "from-set"}, "includeOnly": []});
     assert_eq!(
         output_of(&mut client, policy).await,
         b"A=from-set\nB=from-env\n"

@@ -144,16 +144,36 @@ pub struct WexecInfo {
     pub plugins: Vec<PluginSummary>,
 }
 
-/// The params of a method that takes none: absent, `null` or any object (unknown members are
-/// ignored, docs/protocol.md §1 and §4.3).
+/// The params of a method that takes none: absent, `null` or `{}`; anything else is refused
+/// as Codex refuses it (`invalid type: map, expected unit`, docs/protocol.md §4.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoParams;
 
+impl NoParams {
+    /// Checks params that must be absent, `null` or `{}`; the error is serde's text.
+    pub fn check(params: &serde_json::Value) -> Result<Self, String> {
+        use serde::de::{Error, Unexpected};
+        use serde_json::Value;
+        let unexpected = match params {
+            Value::Null => return Ok(Self),
+            Value::Object(members) if members.is_empty() => return Ok(Self),
+            Value::Object(_) => Unexpected::Map,
+            Value::Array(_) => Unexpected::Seq,
+            Value::String(text) => Unexpected::Str(text),
+            Value::Bool(value) => Unexpected::Bool(*value),
+            Value::Number(number) => match (number.as_u64(), number.as_i64()) {
+                (Some(value), _) => Unexpected::Unsigned(value),
+                (None, Some(value)) => Unexpected::Signed(value),
+                (None, None) => Unexpected::Float(number.as_f64().unwrap_or_default()),
+            },
+        };
+        Err(serde_json::Error::invalid_type(unexpected, &"unit").to_string())
+    }
+}
+
 impl<'de> serde::Deserialize<'de> for NoParams {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        match serde_json::Value::deserialize(deserializer)? {
-            serde_json::Value::Null | serde_json::Value::Object(_) => Ok(Self),
-            _ => Err(serde::de::Error::custom("this method takes no params")),
-        }
+        let params = serde_json::Value::deserialize(deserializer)?;
+        Self::check(&params).map_err(serde::de::Error::custom)
     }
 }

@@ -65,23 +65,20 @@ pub struct ProcessStartParams {
     pub timeout_ms: Option<u64>,
 }
 
-/// `envPolicy` of `process/start` (docs/protocol.md §8.7).
+/// `envPolicy` of `process/start` (docs/protocol.md §8.7): all five members required, as Codex
+/// requires them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvPolicy {
     /// Which of wexec's variables to start from.
     pub inherit: EnvInherit,
     /// Keep names matching `*KEY*`, `*SECRET*`, `*TOKEN*`.
-    #[serde(default)]
     pub ignore_default_excludes: bool,
     /// Globs of names to drop.
-    #[serde(default)]
     pub exclude: Vec<String>,
     /// Variables to insert.
-    #[serde(default)]
     pub set: BTreeMap<String, String>,
     /// If non-empty, globs of the only names to keep.
-    #[serde(default)]
     pub include_only: Vec<String>,
 }
 
@@ -91,7 +88,8 @@ pub struct EnvPolicy {
 pub enum EnvInherit {
     /// Every variable.
     All,
-    /// `HOME`, `LOGNAME`, `PATH`, `SHELL`, `USER`, `USERNAME`, `TMPDIR`, `TEMP`, `TMP`.
+    /// `HOME`, `LANG`, `LC_ALL`, `LC_CTYPE`, `LOGNAME`, `PATH`, `SHELL`, `TEMP`, `TMP`, `TMPDIR`,
+    /// `USER`.
     Core,
     /// Nothing.
     None,

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use crate::protocol::{EnvInherit, EnvPolicy};
 
 /// Names `inherit: "core"` keeps.
-const CORE_NAMES: [&str; 9] = [
-    "HOME", "LOGNAME", "PATH", "SHELL", "USER", "USERNAME", "TMPDIR", "TEMP", "TMP",
+const CORE_NAMES: [&str; 11] = [
+    "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LOGNAME", "PATH", "SHELL", "TEMP", "TMP", "TMPDIR",
+    "USER",
 ];
 
 /// Names dropped unless `ignoreDefaultExcludes`: likely secrets.
@@ -142,7 +143,7 @@ mod tests {
         );
         assert_eq!(
             child_env(host(), &none, Some(&policy(EnvInherit::Core))),
-            map(&[("HOME", "/h"), ("PATH", "/bin")])
+            map(&[("HOME", "/h"), ("LANG", "C"), ("PATH", "/bin")])
         );
         assert_eq!(
             child_env(host(), &none, Some(&policy(EnvInherit::None))),

@@ -328,12 +328,19 @@ mod tests {
     }
 
     #[test]
-    fn methods_without_params_take_null_or_any_object() {
+    fn methods_without_params_take_null_or_an_empty_object() {
         assert_eq!(decode::<NoParams>(Value::Null), Ok(NoParams));
-        assert_eq!(decode::<NoParams>(json!({"unknown": 1})), Ok(NoParams));
-        let refused = decode::<NoParams>(json!([1])).unwrap_err();
-        assert_eq!(refused.code, crate::rpc::INVALID_PARAMS);
-        assert_eq!(refused.message, "this method takes no params");
+        assert_eq!(decode::<NoParams>(json!({})), Ok(NoParams));
+        for (params, message) in [
+            (json!({"unknown": 1}), "invalid type: map, expected unit"),
+            (json!([1]), "invalid type: sequence, expected unit"),
+            (json!("x"), "invalid type: string \"x\", expected unit"),
+            (json!(1), "invalid type: integer `1`, expected unit"),
+        ] {
+            let refused = decode::<NoParams>(params).unwrap_err();
+            assert_eq!(refused.code, crate::rpc::INVALID_PARAMS);
+            assert_eq!(refused.message, message);
+        }
     }
 
     #[test]

@@ -32,8 +32,9 @@ pub fn walk(root: &str, options: &FsWalkOptions) -> Result<FsWalkResponse, RpcEr
     let mut entries = Vec::new();
     let mut errors = Vec::new();
     let mut truncated = false;
-    // A file or a symlink as the root has nothing to list (Codex does not follow it).
-    if !meta.is_directory || meta.is_symlink {
+    // A file as the root has nothing to list, nor has a symlink unless directory links are
+    // followed (as Codex).
+    if !meta.is_directory || (meta.is_symlink && !options.follow_directory_symlinks) {
         return Ok(FsWalkResponse {
             entries,
             errors,

@@ -1,0 +1,466 @@
+//! The same scripted session against Codex's own exec-server 0.169 and against wexec, compared
+//! reply by reply, field by field: how drift from the reference is caught. Every allowance
+//! below names the difference of docs/protocol.md §2 it stands for; everything else must be
+//! equal. Skipped, saying so, unless `CODEX_BIN` names the `codex` binary of
+//! `@openai/codex@0.169.0` (`.ci/run` installs it).
+//!
+//! Both servers work on the same fixture path, rebuilt before each run, with the fixture as
+//! their working directory (wexec's fs root); wexec runs unconfined (`danger-full-access`), as
+//! Codex does without a `sandbox`.
+
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a failed expectation is a failed test"
+)]
+
+use std::path::Path;
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+use tokio::process::Command;
+use wexec_tests::{Client, TempDir, spawn_stdio_with};
+
+/// How a pair of replies is compared.
+#[derive(Clone, Copy)]
+enum Compare {
+    /// Equal as JSON.
+    Exact,
+    /// Equal once these result members are removed.
+    Ignoring(&'static [&'static str]),
+    /// `environmentInfo`: the same members and the same capability names; the values are each
+    /// server's own (version, provider, flags: §7.4).
+    EnvironmentShape,
+    /// `fs/readDirectory`: the same entries in any order (§9.3).
+    AnyOrder,
+}
+
+/// One request of the script; `{root}` in its params is the fixture's path.
+struct Step {
+    method: &'static str,
+    params: Value,
+    compare: Compare,
+}
+
+fn step(method: &'static str, params: Value) -> Step {
+    Step {
+        method,
+        params,
+        compare: Compare::Exact,
+    }
+}
+
+fn script() -> Vec<Step> {
+    use Compare::*;
+    let walk = |depth: u64, entries: u64, follow: bool| json!({"path": "file://{root}", "options": {"maxDepth": depth, "maxDirectories": 100, "maxEntries": entries, "followDirectorySymlinks": follow}});
+    vec![
+        Step {
+            method: "environment/info",
+            params: Value::Null,
+            compare: EnvironmentShape,
+        },
+        step("environment/status", Value::Null),
+        step("environment/info", json!({"x": 1})),
+        step("environment/status", json!([])),
+        step("environment/status", json!({})),
+        step("no/suchMethod", json!({})),
+        step("initialize", json!({"clientName": "again"})),
+        // Files.
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/new.txt", "dataBase64": "aGVsbG8="}),
+        ),
+        step("fs/readFile", json!({"path": "file://{root}/new.txt"})),
+        step("fs/readFile", json!({"path": "file://{root}/missing"})),
+        step("fs/readFile", json!({"path": "file://{root}/dir"})),
+        step("fs/readFile", json!({"path": "file://{root}/fifo"})),
+        step("fs/readFile", json!({"path": "file://{root}/file/below"})),
+        step("fs/readFile", json!({})),
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/dir", "dataBase64": ""}),
+        ),
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/nodir/x", "dataBase64": ""}),
+        ),
+        step(
+            "fs/createDirectory",
+            json!({"path": "file://{root}/dir", "recursive": false}),
+        ),
+        step("fs/createDirectory", json!({"path": "file://{root}/dir"})),
+        step("fs/createDirectory", json!({"path": "file://{root}/file"})),
+        step(
+            "fs/createDirectory",
+            json!({"path": "file://{root}/made/deep/er"}),
+        ),
+        Step {
+            method: "fs/getMetadata",
+            // Birth and change times are the fixture's own (and Codex reports no birth time
+            // through a link, §2).
+            params: json!({"path": "file://{root}/file-link"}),
+            compare: Ignoring(&["createdAtMs", "modifiedAtMs"]),
+        },
+        Step {
+            method: "fs/getMetadata",
+            params: json!({"path": "file://{root}/dir"}),
+            compare: Ignoring(&["createdAtMs", "modifiedAtMs"]),
+        },
+        step("fs/getMetadata", json!({"path": "file://{root}/missing"})),
+        step(
+            "fs/canonicalize",
+            json!({"path": "file://{root}/dir-link/../file"}),
+        ),
+        Step {
+            method: "fs/readDirectory",
+            params: json!({"path": "file://{root}/dir"}),
+            compare: AnyOrder,
+        },
+        step("fs/walk", walk(5, 100, false)),
+        step("fs/walk", walk(5, 100, true)),
+        step("fs/walk", walk(0, 3, false)),
+        step(
+            "fs/walk",
+            json!({"path": "file://{root}/dir-link", "options": {"maxDepth": 1, "maxDirectories": 5, "maxEntries": 5, "followDirectorySymlinks": true}}),
+        ),
+        step(
+            "fs/walk",
+            json!({"path": "file://{root}", "options": {"maxDepth": 1, "maxDirectories": 0, "maxEntries": 5, "followDirectorySymlinks": true}}),
+        ),
+        step(
+            "fs/copy",
+            json!({"sourcePath": "file://{root}/file", "destinationPath": "file://{root}/copy", "recursive": false}),
+        ),
+        step(
+            "fs/copy",
+            json!({"sourcePath": "file://{root}/dir", "destinationPath": "file://{root}/copy-dir", "recursive": false}),
+        ),
+        step(
+            "fs/copy",
+            json!({"sourcePath": "file://{root}/dir", "destinationPath": "file://{root}/dir/inside", "recursive": true}),
+        ),
+        step(
+            "fs/remove",
+            json!({"path": "file://{root}/dir", "recursive": false}),
+        ),
+        step(
+            "fs/remove",
+            json!({"path": "file://{root}/missing", "force": false}),
+        ),
+        step("fs/remove", json!({"path": "file://{root}/missing"})),
+        // followSymlinks: false.
+        step(
+            "fs/readFile",
+            json!({"path": "file://{root}/file-link", "followSymlinks": false}),
+        ),
+        step(
+            "fs/readFile",
+            json!({"path": "file://{root}/dir-link/a", "followSymlinks": false}),
+        ),
+        step(
+            "fs/getMetadata",
+            json!({"path": "file://{root}/file-link", "followSymlinks": false}),
+        ),
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/file-link", "dataBase64": "", "followSymlinks": false}),
+        ),
+        step(
+            "fs/remove",
+            json!({"path": "file://{root}/file-link", "followSymlinks": false}),
+        ),
+        step(
+            "fs/remove",
+            json!({"path": "file://{root}/file-link", "followSymlinks": false, "recursive": false}),
+        ),
+        step(
+            "fs/createDirectory",
+            json!({"path": "file://{root}/dir-link/x", "followSymlinks": false}),
+        ),
+        // Handles.
+        step(
+            "fs/open",
+            json!({"handleId": "r", "path": "file://{root}/digits"}),
+        ),
+        step(
+            "fs/readBlock",
+            json!({"handleId": "r", "offset": 6, "len": 3}),
+        ),
+        step(
+            "fs/readBlock",
+            json!({"handleId": "r", "offset": 8, "len": 4}),
+        ),
+        step(
+            "fs/readBlock",
+            json!({"handleId": "r", "offset": 10, "len": 4}),
+        ),
+        step(
+            "fs/readBlock",
+            json!({"handleId": "r", "offset": 0, "len": 0}),
+        ),
+        step(
+            "fs/open",
+            json!({"handleId": "r", "path": "file://{root}/digits"}),
+        ),
+        step(
+            "fs/open",
+            json!({"handleId": "x".repeat(33), "path": "file://{root}/digits"}),
+        ),
+        step(
+            "fs/open",
+            json!({"handleId": "d", "path": "file://{root}/dir"}),
+        ),
+        step(
+            "fs/writeBlock",
+            json!({"handleId": "r", "offset": 0, "chunk": "eA=="}),
+        ),
+        step(
+            "fs/readBlock",
+            json!({"handleId": "r", "offset": 0, "len": 1}),
+        ),
+        step(
+            "fs/open",
+            json!({"handleId": "w", "path": "file://{root}/written", "mode": "replace"}),
+        ),
+        step(
+            "fs/writeBlock",
+            json!({"handleId": "w", "offset": 2, "chunk": "eA=="}),
+        ),
+        step(
+            "fs/writeBlock",
+            json!({"handleId": "w", "offset": 0, "chunk": ""}),
+        ),
+        step(
+            "fs/readBlock",
+            json!({"handleId": "w", "offset": 0, "len": 1}),
+        ),
+        step(
+            "fs/writeBlock",
+            json!({"handleId": "w", "offset": 0, "chunk": "eA=="}),
+        ),
+        step("fs/readFile", json!({"path": "file://{root}/written"})),
+        step("fs/close", json!({"handleId": "r"})),
+        step("fs/close", json!({"handleId": "r"})),
+        step(
+            "fs/readBlock",
+            json!({"handleId": "r", "offset": 0, "len": 1}),
+        ),
+        // Paths.
+        step(
+            "fs/readFile",
+            json!({"path": "file://localhost{root}/file"}),
+        ),
+        step("fs/readFile", json!({"path": "file://host{root}/file"})),
+        step("fs/readFile", json!({"path": "file:///C:/x"})),
+        step("fs/readFile", json!({"path": "http://host/x"})),
+        step("fs/readFile", json!({"path": "file://{root}/file?x"})),
+        step("fs/readFile", json!({"path": "file://{root}/file#x"})),
+        step("fs/readFile", json!({"path": "file://{root}/a%00"})),
+        step("fs/readFile", json!({"path": "file://{root}/%66ile"})),
+        // Processes (the server's own sandbox off: no `sandbox`, danger-full-access).
+        step("process/start", json!({})),
+        step(
+            "process/start",
+            json!({"processId": "p", "argv": [], "cwd": "file://{root}", "env": {}, "tty": false}),
+        ),
+        step(
+            "process/start",
+            json!({"processId": "p", "argv": ["/no/such/program"], "cwd": "file://{root}", "env": {}, "tty": false}),
+        ),
+        step(
+            "process/start",
+            json!({"processId": "p", "argv": ["true"], "cwd": "file://host/tmp", "env": {}, "tty": false}),
+        ),
+        step(
+            "process/start",
+            json!({"processId": "p", "argv": ["true"], "cwd": "file://{root}", "env": {}, "tty": false, "envPolicy": {"inherit": "core"}}),
+        ),
+        step(
+            "process/start",
+            json!({"processId": "env", "argv": ["/bin/sh", "-c", "/usr/bin/env; sleep 0.2"], "cwd": "file://{root}", "env": {"X": "1"}, "tty": false, "envPolicy": {"inherit": "core", "ignoreDefaultExcludes": false, "exclude": ["PATH", "HOME", "SHELL", "TMPDIR"], "set": {"SET_TOKEN": "s"}, "includeOnly": []}}),
+        ),
+        step(
+            "process/read",
+            json!({"processId": "env", "afterSeq": 2, "waitMs": 5000}),
+        ),
+        step("process/read", json!({"processId": "env"})),
+        step(
+            "process/start",
+            json!({"processId": "job", "argv": ["/bin/sh", "-c", "printf a; sleep 0.2; printf b >&2; sleep 0.2; exit 7"], "cwd": "file://{root}", "env": {"PATH": "/usr/bin:/bin"}, "tty": false}),
+        ),
+        step(
+            "process/start",
+            json!({"processId": "job", "argv": ["true"], "cwd": "file://{root}", "env": {}, "tty": false}),
+        ),
+        // A long poll until the job has closed (exited at seq 3, closed at 4): where a poll
+        // returns between the exit and the close is a race on both servers.
+        step(
+            "process/read",
+            json!({"processId": "job", "afterSeq": 3, "waitMs": 5000}),
+        ),
+        step("process/read", json!({"processId": "job"})),
+        step("process/read", json!({"processId": "job", "maxBytes": 1})),
+        step("process/read", json!({"processId": "nobody"})),
+        // `writeId` is optional in wexec (§2), required by Codex.
+        step(
+            "process/write",
+            json!({"processId": "nobody", "chunk": "eA==", "writeId": "w1"}),
+        ),
+        step(
+            "process/write",
+            json!({"processId": "job", "chunk": "eA==", "writeId": "w1"}),
+        ),
+        step(
+            "process/signal",
+            json!({"processId": "nobody", "signal": "interrupt"}),
+        ),
+        step("process/terminate", json!({"processId": "nobody"})),
+        step("process/terminate", json!({"processId": "job"})),
+    ]
+}
+
+/// The fixture both servers work on.
+fn build_fixture(root: &Path) {
+    if root.exists() {
+        std::fs::remove_dir_all(root).expect("clear fixture");
+    }
+    for dir in ["dir/sub", "dir/.hidden", "empty"] {
+        std::fs::create_dir_all(root.join(dir)).expect("mkdir");
+    }
+    for (file, text) in [
+        ("file", "f"),
+        ("digits", "0123456789"),
+        ("dir/a", "a"),
+        ("dir/b", "b"),
+    ] {
+        std::fs::write(root.join(file), text).expect("write");
+    }
+    std::os::unix::fs::symlink(root.join("file"), root.join("file-link")).expect("symlink");
+    std::os::unix::fs::symlink(root.join("dir"), root.join("dir-link")).expect("symlink");
+    std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).expect("symlink");
+    let status = std::process::Command::new("mkfifo")
+        .arg(root.join("fifo"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+}
+
+/// Runs the script on one server; the replies in script order, `jsonrpc` removed.
+async fn run(command: Command, root: &str) -> Vec<Value> {
+    let (_server, mut client): (_, Client) = spawn_stdio_with(command);
+    let mut id = 0;
+    let mut exchange = async |client: &mut Client, method: &str, params: Value| {
+        id += 1;
+        client
+            .send(&json!({"id": id, "method": method, "params": params}))
+            .await;
+        let mut reply = client.reply_to(&json!(id)).await;
+        if let Some(object) = reply.as_object_mut() {
+            object.remove("jsonrpc");
+        }
+        reply
+    };
+    let init = exchange(&mut client, "initialize", json!({"clientName": "compare"})).await;
+    assert!(init.get("result").is_some(), "initialize: {init}");
+    client
+        .send(&json!({"method": "initialized", "params": {}}))
+        .await;
+    let mut replies = Vec::new();
+    for step in script() {
+        let params: Value =
+            serde_json::from_str(&step.params.to_string().replace("{root}", root)).expect("params");
+        replies.push(exchange(&mut client, step.method, params).await);
+    }
+    replies
+}
+
+fn environment_shape(reply: &Value) -> Value {
+    let info = &reply["result"];
+    let mut members: Vec<&String> = info
+        .as_object()
+        .map(|object| object.keys().filter(|key| *key != "wexec").collect())
+        .unwrap_or_default();
+    members.sort();
+    let mut flags: Vec<&String> = info["capabilities"]
+        .as_object()
+        .map(|object| object.keys().collect())
+        .unwrap_or_default();
+    flags.sort();
+    json!({"members": members, "capabilities": flags})
+}
+
+fn normalized(reply: &Value, compare: Compare) -> Value {
+    let mut reply = reply.clone();
+    match compare {
+        Compare::Exact => {}
+        Compare::Ignoring(members) => {
+            if let Some(result) = reply["result"].as_object_mut() {
+                for member in members {
+                    result.remove(*member);
+                }
+            }
+        }
+        Compare::EnvironmentShape => return environment_shape(&reply),
+        Compare::AnyOrder => {
+            if let Some(entries) = reply["result"]["entries"].as_array_mut() {
+                entries.sort_by_key(Value::to_string);
+            }
+        }
+    }
+    reply
+}
+
+#[tokio::test]
+async fn a_scripted_session_answers_as_codex_exec_server_does() {
+    let Ok(codex) = std::env::var("CODEX_BIN") else {
+        eprintln!("skipped: set CODEX_BIN to the codex binary of @openai/codex@0.169.0");
+        return;
+    };
+    let dir = TempDir::new();
+    let root_path = dir.path().join("work");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&home).expect("mkdir home");
+    let root = root_path.display().to_string();
+
+    build_fixture(&root_path);
+    let mut reference = Command::new(&codex);
+    reference
+        .args(["exec-server", "--listen", "stdio://"])
+        .current_dir(&root_path)
+        .env("HOME", &home)
+        .env("CODEX_HOME", &home)
+        .env_remove("TMPDIR")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let theirs = run(reference, &root).await;
+
+    build_fixture(&root_path);
+    let mut ours = wexec_tests::command(&["--fs-root", &root, "--sandbox", "danger-full-access"]);
+    ours.current_dir(&root_path)
+        .env("HOME", &home)
+        .env_remove("TMPDIR");
+    let ours = run(ours, &root).await;
+
+    let mut differences = Vec::new();
+    for ((step, theirs), ours) in script().iter().zip(&theirs).zip(&ours) {
+        let (theirs, ours) = (
+            normalized(theirs, step.compare),
+            normalized(ours, step.compare),
+        );
+        if theirs != ours {
+            differences.push(format!(
+                "{} {}\n  codex: {theirs}\n  wexec: {ours}",
+                step.method, step.params
+            ));
+        }
+    }
+    assert_eq!(theirs.len(), ours.len());
+    assert!(
+        differences.is_empty(),
+        "{} of {} replies differ from Codex's exec-server:\n{}",
+        differences.len(),
+        theirs.len(),
+        differences.join("\n")
+    );
+}
