@@ -710,3 +710,51 @@ where
     });
     (addr, hits)
 }
+
+/// The `file://` URI of a native path, unescaped (test paths need no escaping).
+fn file_uri(path: &Path) -> String {
+    format!("file://{}", path.display())
+}
+
+/// A `sandbox` entry for a special path (`root`, `project_roots`, ...), as Codex 0.169 sends it.
+pub fn special(kind: &str, subpath: Option<&str>, access: &str) -> Value {
+    let mut value = json!({"kind": kind});
+    if let Some(subpath) = subpath {
+        value["subpath"] = json!(subpath);
+    }
+    json!({"path": {"type": "special", "value": value}, "access": access, "missing_path_behavior": "skip"})
+}
+
+/// The object Codex 0.169 sends with `-s read-only`.
+pub fn codex_read_only(cwd: &Path) -> Value {
+    managed(cwd, vec![special("root", None, "read")], "restricted")
+}
+
+/// The object Codex 0.169 sends with `-s workspace-write` (`exclude_slash_tmp` and
+/// `exclude_tmpdir_env_var` drop the `/tmp` entries).
+pub fn codex_workspace_write(cwd: &Path, network: &str, slash_tmp: bool) -> Value {
+    let mut entries = vec![
+        special("root", None, "read"),
+        special("project_roots", None, "write"),
+    ];
+    if slash_tmp {
+        entries.push(special("slash_tmp", None, "write"));
+        entries.push(special("tmpdir", None, "write"));
+    }
+    for name in [".git", ".agents", ".codex", ".aws"] {
+        entries.push(special("project_roots", Some(name), "read"));
+    }
+    managed(cwd, entries, network)
+}
+
+/// A managed, restricted sandbox with `entries`.
+pub fn managed(cwd: &Path, entries: Vec<Value>, network: &str) -> Value {
+    json!({
+        "permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": entries}, "network": network},
+        "cwd": file_uri(cwd),
+        "workspaceRoots": [file_uri(cwd)],
+        "windowsSandboxLevel": "disabled",
+        "windowsSandboxProxySettingsMode": "reconcile",
+        "useLegacyLandlock": false,
+    })
+}

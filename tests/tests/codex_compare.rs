@@ -15,10 +15,12 @@
 
 use std::path::Path;
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::process::Command;
-use wexec_tests::{Client, TempDir, spawn_stdio_with};
+use wexec_tests::{Client, TempDir, codex_read_only, codex_workspace_write, spawn_stdio_with};
 
 /// How a pair of replies is compared.
 #[derive(Clone, Copy)]
@@ -32,6 +34,11 @@ enum Compare {
     EnvironmentShape,
     /// `fs/readDirectory`: the same entries in any order (§9.3).
     AnyOrder,
+    /// `process/read`: the same bytes per stream, exit and verdict; where the reads cut the
+    /// output into chunks (and so the seqs) is timing, on both servers (§8.6).
+    Output,
+    /// `process/read` long-polled until the process has closed, then as [`Compare::Output`].
+    UntilClosed,
 }
 
 /// One request of the script; `{root}` in its params is the fixture's path.
@@ -256,6 +263,55 @@ fn script() -> Vec<Step> {
         step("fs/readFile", json!({"path": "file://{root}/file#x"})),
         step("fs/readFile", json!({"path": "file://{root}/a%00"})),
         step("fs/readFile", json!({"path": "file://{root}/%66ile"})),
+        // The `sandbox` Codex sends, on fs methods (§7.3): its workspace-write object writes
+        // in the workspace but not in `.git`; its read-only object writes nowhere.
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/sandboxed", "dataBase64": "eA==", "sandbox": "{workspace-write}"}),
+        ),
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/.git/config", "dataBase64": "eA==", "sandbox": "{workspace-write}"}),
+        ),
+        step(
+            "fs/createDirectory",
+            json!({"path": "file://{root}/.git/hooks", "sandbox": "{workspace-write}"}),
+        ),
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/file", "dataBase64": "eA==", "sandbox": "{read-only}"}),
+        ),
+        step(
+            "fs/remove",
+            json!({"path": "file://{root}/digits", "sandbox": "{read-only}"}),
+        ),
+        step(
+            "fs/copy",
+            json!({"sourcePath": "file://{root}/file", "destinationPath": "file://{root}/copied", "recursive": false, "sandbox": "{read-only}"}),
+        ),
+        step(
+            "fs/readFile",
+            json!({"path": "file://{root}/file", "sandbox": "{read-only}"}),
+        ),
+        step(
+            "fs/readFile",
+            json!({"path": "file://{root}/.git/config", "sandbox": "{workspace-write}"}),
+        ),
+        // ... and on process/start: the write fails inside, and the denial is recognized.
+        step(
+            "process/start",
+            json!({"processId": "ro", "argv": ["/bin/sh", "-c", "printf x > f; s=$?; sleep 0.2; exit $s"], "cwd": "file://{root}", "env": {"PATH": "/usr/bin:/bin"}, "tty": false, "sandbox": "{read-only}"}),
+        ),
+        Step {
+            method: "process/read",
+            params: json!({"processId": "ro", "waitMs": 5000}),
+            compare: UntilClosed,
+        },
+        Step {
+            method: "process/read",
+            params: json!({"processId": "ro"}),
+            compare: Output,
+        },
         // Processes (the server's own sandbox off: no `sandbox`, danger-full-access).
         step("process/start", json!({})),
         step(
@@ -323,11 +379,12 @@ fn build_fixture(root: &Path) {
     if root.exists() {
         std::fs::remove_dir_all(root).expect("clear fixture");
     }
-    for dir in ["dir/sub", "dir/.hidden", "empty"] {
+    for dir in ["dir/sub", "dir/.hidden", "empty", ".git"] {
         std::fs::create_dir_all(root.join(dir)).expect("mkdir");
     }
     for (file, text) in [
         ("file", "f"),
+        (".git/config", "c"),
         ("digits", "0123456789"),
         ("dir/a", "a"),
         ("dir/b", "b"),
@@ -344,7 +401,7 @@ fn build_fixture(root: &Path) {
     assert!(status.success());
 }
 
-/// Runs the script on one server; the replies in script order, `jsonrpc` removed.
+/// Runs the script on one server; the replies in script order, `jsonrpc` and `id` removed.
 async fn run(command: Command, root: &str) -> Vec<Value> {
     let (_server, mut client): (_, Client) = spawn_stdio_with(command);
     let mut id = 0;
@@ -354,8 +411,10 @@ async fn run(command: Command, root: &str) -> Vec<Value> {
             .send(&json!({"id": id, "method": method, "params": params}))
             .await;
         let mut reply = client.reply_to(&json!(id)).await;
+        // Ids differ where a step polls more often on one server; the order is the script's.
         if let Some(object) = reply.as_object_mut() {
             object.remove("jsonrpc");
+            object.remove("id");
         }
         reply
     };
@@ -364,11 +423,26 @@ async fn run(command: Command, root: &str) -> Vec<Value> {
     client
         .send(&json!({"method": "initialized", "params": {}}))
         .await;
+    let workspace_write = codex_workspace_write(Path::new(root), "restricted", false);
+    let read_only = codex_read_only(Path::new(root));
     let mut replies = Vec::new();
     for step in script() {
-        let params: Value =
-            serde_json::from_str(&step.params.to_string().replace("{root}", root)).expect("params");
-        replies.push(exchange(&mut client, step.method, params).await);
+        let text = step
+            .params
+            .to_string()
+            .replace(r#""{workspace-write}""#, &workspace_write.to_string())
+            .replace(r#""{read-only}""#, &read_only.to_string())
+            .replace("{root}", root);
+        let mut params: Value = serde_json::from_str(&text).expect("params");
+        let mut reply = exchange(&mut client, step.method, params.clone()).await;
+        if matches!(step.compare, Compare::UntilClosed) {
+            while reply["result"]["closed"] == false {
+                let next = reply["result"]["nextSeq"].as_u64().unwrap_or(1);
+                params["afterSeq"] = json!(next.saturating_sub(1));
+                reply = exchange(&mut client, step.method, params.clone()).await;
+            }
+        }
+        replies.push(reply);
     }
     replies
 }
@@ -400,6 +474,31 @@ fn normalized(reply: &Value, compare: Compare) -> Value {
             }
         }
         Compare::EnvironmentShape => return environment_shape(&reply),
+        Compare::Output | Compare::UntilClosed => {
+            let result = &reply["result"];
+            let mut streams = serde_json::Map::new();
+            for chunk in result["chunks"].as_array().into_iter().flatten() {
+                let bytes = STANDARD
+                    .decode(chunk["chunk"].as_str().unwrap_or_default())
+                    .unwrap_or_default();
+                let stream = chunk["stream"].as_str().unwrap_or_default().to_owned();
+                let text = streams.entry(stream).or_insert_with(|| json!(""));
+                *text = json!(format!(
+                    "{}{}",
+                    text.as_str().unwrap_or_default(),
+                    String::from_utf8_lossy(&bytes)
+                ));
+            }
+            return json!({
+                "output": streams,
+                "exitCode": result["exitCode"],
+                "exited": result["exited"],
+                "closed": result["closed"],
+                "sandboxDenied": result["sandboxDenied"],
+                "failure": result["failure"],
+                "error": reply["error"],
+            });
+        }
         Compare::AnyOrder => {
             if let Some(entries) = reply["result"]["entries"].as_array_mut() {
                 entries.sort_by_key(Value::to_string);
