@@ -34,11 +34,12 @@ const FALLBACK_TEMP_DIR: &str = "/tmp";
 /// What wexec knows about the machine it runs on, read once at startup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvironmentFacts {
-    /// The user's shell: `$SHELL` if it is an existing absolute executable, else `/bin/sh`.
+    /// The user's shell: `$SHELL`, else the login shell, if an existing absolute executable;
+    /// else `/bin/sh`.
     pub shell: PathBuf,
     /// wexec's working directory; `None` if it cannot be read (deleted, for example).
     pub cwd: Option<PathBuf>,
-    /// `HOME`, if set and absolute.
+    /// `HOME` if set and absolute, else the account's home.
     pub home: Option<PathBuf>,
     /// `TMPDIR` resolved against the working directory, if set.
     pub tmpdir: Option<PathBuf>,
@@ -47,20 +48,45 @@ pub struct EnvironmentFacts {
 }
 
 impl EnvironmentFacts {
-    /// Reads the facts from this process's environment.
+    /// Reads the facts from this process's environment, and its user's entry in `/etc/passwd`
+    /// where a variable is missing.
     pub fn gather() -> Self {
-        Self::from_vars(
+        let uid = rustix::process::getuid().as_raw();
+        let account = std::fs::read_to_string("/etc/passwd")
+            .ok()
+            .and_then(|passwd| Account::find(&passwd, uid));
+        Self::from_sources(
             |name| std::env::var_os(name).map(PathBuf::from),
             std::env::current_dir().ok(),
+            account,
         )
     }
 
     /// Builds the facts from a variable lookup, so tests need not touch the real environment.
     pub fn from_vars(var: impl Fn(&str) -> Option<PathBuf>, cwd: Option<PathBuf>) -> Self {
+        Self::from_sources(var, cwd, None)
+    }
+
+    /// Builds the facts from a variable lookup and the user's account: the shell is `$SHELL`,
+    /// else the account's login shell, each only if it is an existing absolute executable,
+    /// else `/bin/sh`; the home is `HOME`, else the account's (docs/protocol.md §7.4).
+    fn from_sources(
+        var: impl Fn(&str) -> Option<PathBuf>,
+        cwd: Option<PathBuf>,
+        account: Option<Account>,
+    ) -> Self {
+        let (account_home, account_shell) = account.map_or((None, None), |account| {
+            (Some(account.home), Some(account.shell))
+        });
         let shell = var("SHELL")
-            .filter(|shell| is_absolute_executable(shell))
+            .into_iter()
+            .chain(account_shell)
+            .find(|shell| is_absolute_executable(shell))
             .unwrap_or_else(|| PathBuf::from(FALLBACK_SHELL));
-        let home = var("HOME").filter(|home| home.is_absolute());
+        let home = var("HOME")
+            .into_iter()
+            .chain(account_home)
+            .find(|home| home.is_absolute());
         let tmpdir = var("TMPDIR")
             .filter(|dir| !dir.as_os_str().is_empty())
             .and_then(|dir| match (dir.is_absolute(), &cwd) {
@@ -145,6 +171,29 @@ pub struct ReportedShell {
     pub path: String,
 }
 
+/// A user's home and login shell, from a `passwd` line (`name:pw:uid:gid:gecos:home:shell`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Account {
+    home: PathBuf,
+    shell: PathBuf,
+}
+
+impl Account {
+    /// The entry of `uid` in the text of `/etc/passwd`.
+    fn find(passwd: &str, uid: u32) -> Option<Self> {
+        passwd.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            let [_, _, entry_uid, _, _, home, shell] = fields.as_slice() else {
+                return None;
+            };
+            (entry_uid.parse::<u32>().ok()? == uid).then(|| Self {
+                home: PathBuf::from(home),
+                shell: PathBuf::from(shell),
+            })
+        })
+    }
+}
+
 fn is_absolute_executable(path: &Path) -> bool {
     path.is_absolute()
         && std::fs::metadata(path)
@@ -178,6 +227,39 @@ mod tests {
                 "{shell}"
             );
         }
+    }
+
+    #[test]
+    fn the_account_fills_in_a_missing_shell_and_home() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/sh\nbroken line\n";
+        let alice = Account::find(passwd, 1000).expect("alice");
+        assert_eq!(
+            alice,
+            Account {
+                home: "/home/alice".into(),
+                shell: "/bin/sh".into()
+            }
+        );
+        assert_eq!(Account::find(passwd, 7), None);
+        let from_account = EnvironmentFacts::from_sources(|_| None, None, Some(alice.clone()));
+        assert_eq!(from_account.shell, PathBuf::from("/bin/sh"));
+        assert_eq!(from_account.home, Some(PathBuf::from("/home/alice")));
+        let vars: HashMap<&str, PathBuf> =
+            HashMap::from([("HOME", "/h".into()), ("SHELL", "/nonexistent/zsh".into())]);
+        let mixed = EnvironmentFacts::from_sources(
+            |name| vars.get(name).cloned(),
+            None,
+            Some(Account {
+                home: "/home/alice".into(),
+                shell: "/nonexistent/fish".into(),
+            }),
+        );
+        assert_eq!(mixed.home, Some(PathBuf::from("/h")), "HOME wins");
+        assert_eq!(
+            mixed.shell,
+            PathBuf::from(FALLBACK_SHELL),
+            "neither shell exists"
+        );
     }
 
     #[test]
