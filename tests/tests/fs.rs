@@ -404,6 +404,20 @@ async fn not_found_invalid_and_symlink_cases_have_their_codes_and_texts() {
         "i",
         "nothing written or removed"
     );
+    let long = format!("{root}/{}", "x".repeat(5000));
+    let refused = f
+        .err(
+            "fs/createDirectory",
+            json!({"path": long, "followSymlinks": false}),
+        )
+        .await;
+    assert_eq!(refused["code"], -32600, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|message| message.ends_with("the limit is 4096 bytes")),
+        "another invalid path keeps its own error: {refused}"
+    );
     assert!(!std::path::Path::new(&format!("{root}/real/new")).exists());
     assert_eq!(
         f.call(

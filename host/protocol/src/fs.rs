@@ -30,6 +30,10 @@ pub const FS_WRITE_BLOCK: &str = "fs/writeBlock";
 /// `fs/close`.
 pub const FS_CLOSE: &str = "fs/close";
 
+/// The filesystem capability's refusal of a symlink as the last component of a path looked up
+/// with `follow-symlinks: false` (Codex's text, docs/protocol.md §9.3).
+pub const CONTAINS_SYMLINK: &str = "path contains a symbolic link";
+
 /// Params of the methods that take one path: `fs/readFile`, `fs/getMetadata`,
 /// `fs/canonicalize`, `fs/readDirectory`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

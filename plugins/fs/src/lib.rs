@@ -116,7 +116,11 @@ fn create_directory(call: &Call) -> Result<Value, RpcError> {
         match fs::metadata(&path, false) {
             Ok(_) => {}
             Err(error) if error.kind == fs::ErrorKind::NotFound => {}
-            Err(error) if error.kind == fs::ErrorKind::Invalid => {
+            // The last component is a symlink (any other invalid path keeps its own error).
+            Err(error)
+                if error.kind == fs::ErrorKind::Invalid
+                    && error.message == wexec_guest::protocol::CONTAINS_SYMLINK =>
+            {
                 return Err(RpcError::internal_error("Not a directory (os error 20)"));
             }
             Err(error) => return Err(error.into()),

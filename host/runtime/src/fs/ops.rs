@@ -27,7 +27,7 @@ fn symlink_loop() -> Error {
 }
 
 fn contains_symlink() -> Error {
-    invalid("path contains a symbolic link".to_owned())
+    invalid(wexec_protocol::CONTAINS_SYMLINK.to_owned())
 }
 
 /// Reads a regular file of `size` bytes (as `fstat` said) to its end, and at most one byte past
