@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use wexec_guest::fs::{self, OpenMode};
 use wexec_guest::path as uri;
 use wexec_guest::protocol::limits::MAX_BLOCK_BYTES;
+use wexec_guest::protocol::rpc;
 use wexec_guest::protocol::{
     FS_CANONICALIZE, FS_CLOSE, FS_COPY, FS_CREATE_DIRECTORY, FS_GET_METADATA, FS_OPEN,
     FS_READ_BLOCK, FS_READ_DIRECTORY, FS_READ_FILE, FS_REMOVE, FS_WALK, FS_WRITE_BLOCK,
@@ -76,6 +77,17 @@ fn decode<T: DeserializeOwned>(call: &Call) -> Result<T, RpcError> {
     })
 }
 
+/// The usual mapping of a capability error (docs/protocol.md §9.2), but with `code` for
+/// errors of `kind`, where a method answers that kind differently.
+fn with_code_for(error: fs::Error, kind: fs::ErrorKind, code: i64) -> RpcError {
+    let special = error.kind == kind;
+    let mut mapped = RpcError::from(error);
+    if special {
+        mapped.code = code;
+    }
+    mapped
+}
+
 /// The native path of a request path; the host validated and applies the request's `sandbox`
 /// (docs/protocol.md §7.3).
 fn native(path: &str) -> Result<String, RpcError> {
@@ -133,18 +145,11 @@ fn create_directory(call: &Call) -> Result<Value, RpcError> {
 fn get_metadata(call: &Call) -> Result<Response, RpcError> {
     let params: FsPathParams = decode(call)?;
     let follow = params.follow_symlinks.unwrap_or(true);
-    let meta = fs::metadata(&native(&params.path)?, follow).map_err(|error| {
-        // Outside the roots is "not found" here, whether or not the path exists, so that
-        // clients probing for markers above their workspace (Codex looks for `.git` in every
-        // parent) take it as absent instead of failing; the text still says why
-        // (docs/protocol.md §9.1).
-        let outside = error.kind == fs::ErrorKind::OutsideRoots;
-        let mut mapped = RpcError::from(error);
-        if outside {
-            mapped.code = wexec_guest::protocol::rpc::NOT_FOUND;
-        }
-        mapped
-    })?;
+    // Outside the roots is "not found" here, whether or not the path exists, so that clients
+    // probing for markers above their workspace (Codex looks for `.git` in every parent) take
+    // it as absent instead of failing; the text still says why (docs/protocol.md §9.1).
+    let meta = fs::metadata(&native(&params.path)?, follow)
+        .map_err(|error| with_code_for(error, fs::ErrorKind::OutsideRoots, rpc::NOT_FOUND))?;
     Response::json(&FsMetadata {
         is_directory: meta.is_directory,
         is_file: meta.is_file,
@@ -165,15 +170,9 @@ fn canonicalize(call: &Call) -> Result<Response, RpcError> {
 
 fn read_directory(call: &Call) -> Result<Response, RpcError> {
     let params: FsPathParams = decode(call)?;
-    let entries = fs::read_directory(&native(&params.path)?).map_err(|error| {
-        // Too many entries is an internal limit here, not a bad request (docs/protocol.md §9.3).
-        let too_large = error.kind == fs::ErrorKind::TooLarge;
-        let mut mapped = RpcError::from(error);
-        if too_large {
-            mapped.code = wexec_guest::protocol::rpc::INTERNAL_ERROR;
-        }
-        mapped
-    })?;
+    // Too many entries is an internal limit here, not a bad request (docs/protocol.md §9.3).
+    let entries = fs::read_directory(&native(&params.path)?)
+        .map_err(|error| with_code_for(error, fs::ErrorKind::TooLarge, rpc::INTERNAL_ERROR))?;
     let entries = entries
         .into_iter()
         .filter(|entry| !entry.target_missing)

@@ -107,10 +107,7 @@ impl FileHandles {
                 if !for_writing {
                     slots.remove(id);
                 }
-                Err(super::io_error(
-                    id,
-                    &std::io::Error::from_raw_os_error(rustix::io::Errno::BADF.raw_os_error()),
-                ))
+                Err(super::io_error(id, &rustix::io::Errno::BADF.into()))
             }
             _ => Err(Error {
                 kind: ErrorKind::NotFound,
