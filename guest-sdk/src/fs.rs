@@ -136,3 +136,12 @@ impl Drop for File {
         wit::close(&self.id);
     }
 }
+
+/// Starts this plugin's watch `id` on the calling connection (docs/protocol.md §9.6): whether it
+/// watches `missing` (native absolute paths that do not exist) and `present` (one that does).
+/// Once the call's response is sent, the first change sends `<plugin>/missingChanged
+/// {"watchId": id}` to the client, once. Needs the filesystem capability; an error is the OS
+/// refusing the watch.
+pub fn watch_missing(id: u64, missing: &[String], present: Option<&str>) -> Result<bool, String> {
+    crate::bindings::wexec::plugin::watch::watch_missing(id, missing, present)
+}

@@ -371,7 +371,60 @@ fn script() -> Vec<Step> {
         ),
         step("process/terminate", json!({"processId": "nobody"})),
         step("process/terminate", json!({"processId": "job"})),
+        // Watches (§9.6), last: the changes that fire them are made through the protocol.
+        watch(5, json!(["file://{root}/w/x/y"]), Value::Null),
+        watch(5, json!(["file://{root}/other"]), Value::Null),
+        watch(4, json!(["file://{root}/other"]), Value::Null),
+        watch(6, json!([]), Value::Null),
+        watch(7, json!(["file://{root}/file"]), Value::Null),
+        watch(8, json!(["file://{root}/dangling"]), Value::Null),
+        watch(9, json!(["file://{root}/file/below"]), Value::Null),
+        watch(10, json!(["file://{root}/file-link/below"]), Value::Null),
+        watch(11, json!(["file:///proc/nothing"]), Value::Null),
+        watch(12, json!(["file://host/x"]), Value::Null),
+        watch(
+            13,
+            json!(["file://{root}/x"]),
+            json!("file://{root}/absent"),
+        ),
+        watch(
+            14,
+            json!(["file://{root}/x"]),
+            json!("file://{root}/file-link"),
+        ),
+        watch(
+            15,
+            json!(["file://{root}/x"]),
+            json!("file://{root}/digits"),
+        ),
+        step(
+            "fs/writeFile",
+            json!({"path": "file://{root}/digits", "dataBase64": "OQ=="}),
+        ),
+        step(NEXT_WATCH_NOTIFICATION, Value::Null),
+        watch(
+            16,
+            json!(["file://{root}/w/x/y", "file://{root}/v"]),
+            Value::Null,
+        ),
+        step("fs/createDirectory", json!({"path": "file://{root}/w"})),
+        step(NEXT_WATCH_NOTIFICATION, Value::Null),
+        step(
+            "fs/watchMissing",
+            json!({"watchId": 17, "missing": ["file://{root}/z"]}),
+        ),
+        step("fs/watchMissing", json!({"watchId": 18})),
     ]
+}
+
+/// Not a request: the step's reply is the next `fs/missingChanged` notification.
+const NEXT_WATCH_NOTIFICATION: &str = "(next fs/missingChanged)";
+
+fn watch(id: u64, missing: Value, present: Value) -> Step {
+    step(
+        "fs/watchMissing",
+        json!({"watchId": id, "missing": missing, "present": present}),
+    )
 }
 
 /// The fixture both servers work on.
@@ -434,6 +487,10 @@ async fn run(command: Command, root: &str) -> Vec<Value> {
             .replace(r#""{read-only}""#, &read_only.to_string())
             .replace("{root}", root);
         let mut params: Value = serde_json::from_str(&text).expect("params");
+        if step.method == NEXT_WATCH_NOTIFICATION {
+            replies.push(next_watch_notification(&mut client).await);
+            continue;
+        }
         let mut reply = exchange(&mut client, step.method, params.clone()).await;
         if matches!(step.compare, Compare::UntilClosed) {
             while reply["result"]["closed"] == false {
@@ -445,6 +502,19 @@ async fn run(command: Command, root: &str) -> Vec<Value> {
         replies.push(reply);
     }
     replies
+}
+
+/// The next `fs/missingChanged`, `jsonrpc` removed; process notifications are passed over.
+async fn next_watch_notification(client: &mut Client) -> Value {
+    loop {
+        let mut notification = client.next_notification().await;
+        if notification["method"] == "fs/missingChanged" {
+            if let Some(object) = notification.as_object_mut() {
+                object.remove("jsonrpc");
+            }
+            return notification;
+        }
+    }
 }
 
 fn environment_shape(reply: &Value) -> Value {

@@ -77,7 +77,7 @@ async fn the_bundled_plugins_built_on_the_sdk_still_serve_their_families() {
             ("credentialMaskingCustomProviders", false),
             ("environmentConfigRead", false),
             ("fileWriteStreaming", true),
-            ("fsWatchMissing", false),
+            ("fsWatchMissing", true),
             ("httpHeaderEnvVars", true),
             ("linuxApprovedRootWritePreservesRestrictions", true),
             ("linuxRootWritePreservesDevices", true),

@@ -29,6 +29,10 @@ pub const FS_READ_BLOCK: &str = "fs/readBlock";
 pub const FS_WRITE_BLOCK: &str = "fs/writeBlock";
 /// `fs/close`.
 pub const FS_CLOSE: &str = "fs/close";
+/// `fs/watchMissing`.
+pub const FS_WATCH_MISSING: &str = "fs/watchMissing";
+/// `fs/missingChanged`, the notification a watch sends once.
+pub const FS_MISSING_CHANGED: &str = "fs/missingChanged";
 
 /// The filesystem capability's refusal of a symlink as the last component of a path looked up
 /// with `follow-symlinks: false` (Codex's text, docs/protocol.md §9.3).
@@ -307,4 +311,33 @@ pub struct FsWriteBlockParams {
 pub struct FsHandleParams {
     /// The handle.
     pub handle_id: String,
+}
+
+/// Params of `fs/watchMissing` (docs/protocol.md §9.6).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FsWatchMissingParams {
+    /// The watch's id: it replaces the connection's current watch only if above every id seen.
+    pub watch_id: u64,
+    /// Paths that do not exist yet; the creation of any of them (or of a missing ancestor)
+    /// fires the watch.
+    pub missing: Vec<String>,
+    /// An existing path whose change, removal or replacement fires the watch too.
+    #[serde(default)]
+    pub present: Option<String>,
+}
+
+/// Result of `fs/watchMissing`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsWatchMissingResponse {
+    /// Whether the watch was started; `false` leaves the current watch as it was.
+    pub watching: bool,
+}
+
+/// Params of `fs/missingChanged`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FsMissingChangedParams {
+    /// The watch that fired.
+    pub watch_id: u64,
 }

@@ -113,7 +113,7 @@ pub const CAPABILITIES: [(&str, bool); 15] = [
     ("credentialMaskingCustomProviders", false),
     ("environmentConfigRead", false),
     ("fileWriteStreaming", true),
-    ("fsWatchMissing", false),
+    ("fsWatchMissing", true),
     ("httpHeaderEnvVars", true),
     // A writable `/` keeps the sandbox's private `/dev` (docs/sandbox.md).
     ("linuxRootWritePreservesDevices", true),

@@ -32,3 +32,9 @@ pub const MAX_WALK_DIRECTORIES: u64 = 10_000;
 
 /// Most entries one `fs/walk` examines (`options.maxEntries`).
 pub const MAX_WALK_ENTRIES: u64 = 50_000;
+
+/// Most `missing` paths one `fs/watchMissing` may watch (duplicates count).
+pub const MAX_WATCH_PATHS: usize = 64;
+
+/// Most distinct ancestor directories (`/` included) of the `missing` paths of one watch.
+pub const MAX_WATCH_ANCESTORS: usize = 64;

@@ -26,7 +26,7 @@ pub const MAX_HELD_BYTES: u64 = 64 * 1024 * 1024;
 impl HostState {
     /// The grant check every filesystem import starts with: a plugin that did not declare the
     /// capability, or was granted no root, is denied everything, handles included.
-    fn granted(&self) -> Result<(), Error> {
+    pub(crate) fn granted(&self) -> Result<(), Error> {
         if self.plugin.roots.is_empty() {
             return Err(Error {
                 kind: ErrorKind::Denied,

@@ -12,12 +12,14 @@
 //! descriptor, so no FIFO or device inside a root can hold a thread (`fs/open.rs`).
 
 mod handles;
+mod inotify;
 mod open;
 mod ops;
 mod policy;
 mod resolve;
 mod tree;
 mod types;
+mod watch;
 
 use std::io;
 use std::path::{Component, Path, PathBuf};
@@ -25,9 +27,10 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
-pub use self::handles::{ConnectionHandles, FileHandles};
+pub use self::handles::{ConnectionHandles, FileHandles, PerPlugin};
 pub use self::policy::FsPolicy;
 pub use self::types::{DirEntry, Error, ErrorKind, FileKind, Metadata, OpenMode};
+pub use self::watch::{WatchSlot, Watching, watch};
 use crate::grants::FsRoot;
 
 pub use wexec_protocol::limits::MAX_READ_FILE_BYTES;

@@ -32,6 +32,7 @@ pub mod rules;
 mod spec;
 mod state;
 pub mod threads;
+mod watch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -49,7 +50,7 @@ use crate::facts::EnvironmentFacts;
 use wexec_protocol::PluginSummary;
 use wexec_protocol::rpc::{RpcError, RpcResult};
 
-pub use self::fs::{ConnectionHandles, FileHandles};
+pub use self::fs::{ConnectionHandles, FileHandles, PerPlugin, WatchSlot};
 pub use self::limits::Limits;
 pub use self::plugin::{LoadedPlugin, RESERVED_NAMES, valid_plugin_name};
 pub use self::pool::{IDLE_INSTANCES_PER_PLUGIN, InstancePool};
@@ -486,6 +487,7 @@ impl Runtime {
         let call = CallContext {
             port: None,
             handles: Arc::default(),
+            watch: Arc::default(),
             sandbox: None,
         };
         self.call(&plugin, &InstancePool::default(), method, "null", call)

@@ -31,6 +31,14 @@ pub trait CallPort: Send + Sync {
         params: &'a serde_json::value::RawValue,
     ) -> PortFuture<'a, Result<(), String>>;
 
+    /// Sends a notification once the call's response has been queued, however long after the
+    /// call that is (a watch firing); waits for room. Fails when the client is gone.
+    fn notify_after_reply<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a serde_json::value::RawValue,
+    ) -> PortFuture<'a, Result<(), String>>;
+
     /// Room in the client's replies for `bytes` of file contents, if there is some now.
     fn try_room(&self, bytes: u64) -> Option<Room>;
 

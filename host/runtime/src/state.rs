@@ -13,7 +13,7 @@ use wexec_protocol::PluginSummary;
 
 use crate::bindings::wexec::plugin::types::Capability;
 use crate::facts::EnvironmentFacts;
-use crate::fs::{FileHandles, FsPolicy, Roots};
+use crate::fs::{FileHandles, FsPolicy, Roots, WatchSlot};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::net;
@@ -71,6 +71,8 @@ pub struct CallContext {
     pub port: Option<Arc<dyn CallPort>>,
     /// The file handles the called plugin opened on the calling connection.
     pub handles: Arc<FileHandles>,
+    /// The called plugin's watch on the calling connection.
+    pub watch: Arc<WatchSlot>,
     /// The request's `sandbox` (and the ceiling) for the filesystem capability, if any.
     pub sandbox: Option<Arc<FsPolicy>>,
 }

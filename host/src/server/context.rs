@@ -11,7 +11,7 @@ use super::ServerState;
 use super::reply::Reply;
 use super::session::{ConnectionId, SessionHandle};
 use crate::rpc::RpcError;
-use crate::runtime::ConnectionHandles;
+use crate::runtime::{ConnectionHandles, PerPlugin, WatchSlot};
 use crate::transport::Outbound;
 
 /// One request's view of wexec.
@@ -39,6 +39,8 @@ pub struct ConnectionContext {
     pub outbound: Outbound,
     /// The connection's open file handles, per plugin; they close with it.
     pub handles: ConnectionHandles,
+    /// The connection's `fs/watchMissing` watch, per plugin; it ends with the connection.
+    pub watches: PerPlugin<WatchSlot>,
     /// `requestId`s of the connection's active HTTP body streams.
     streams: Arc<Mutex<HashSet<String>>>,
     closing: watch::Receiver<bool>,
@@ -52,6 +54,7 @@ impl ConnectionContext {
             peer,
             outbound,
             handles: ConnectionHandles::default(),
+            watches: PerPlugin::default(),
             streams: Arc::default(),
             closing,
         }

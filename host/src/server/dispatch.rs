@@ -32,6 +32,8 @@ pub enum LaneKey {
     Process(String),
     /// File-handle operations for one `handleId`.
     Handle(String),
+    /// The connection's `fs/watchMissing` requests.
+    Watch,
 }
 
 /// How a request takes its place in its lane.

@@ -16,7 +16,7 @@ use super::context::{ConnectionContext, RequestContext};
 use super::dispatch::{LaneKey, LaneRole, Runs};
 use super::handlers;
 use crate::protocol::{self, HTTP_REQUEST};
-use crate::protocol::{FS_CLOSE, FS_OPEN, FS_READ_BLOCK, FS_WRITE_BLOCK};
+use crate::protocol::{FS_CLOSE, FS_OPEN, FS_READ_BLOCK, FS_WATCH_MISSING, FS_WRITE_BLOCK};
 use crate::rpc::{RpcError, RpcResult};
 
 /// Method families named in gating errors.
@@ -59,6 +59,8 @@ pub enum Lane {
     Process(LaneRole),
     /// Ordered per `handleId`.
     Handle(LaneRole),
+    /// One lane for the connection (its watch).
+    Watch,
 }
 
 impl Lane {
@@ -69,6 +71,7 @@ impl Lane {
             Self::None => None,
             Self::Process(role) => member("processId").map(|id| (LaneKey::Process(id), role)),
             Self::Handle(role) => member("handleId").map(|id| (LaneKey::Handle(id), role)),
+            Self::Watch => Some((LaneKey::Watch, LaneRole::Ordered)),
         }
     }
 }
@@ -208,7 +211,7 @@ const fn exec(exempt: bool, lane: Lane, handler: Handler) -> Route {
 
 /// Protocol methods the bundled plugins serve, with the family, exemption, ordering and
 /// arrival reservation docs/protocol.md §5.2 and §6 give them (whichever plugin serves them).
-const PLUGIN_SERVED: [(&str, Family, bool, Lane, Option<Admit>); 6] = [
+const PLUGIN_SERVED: [(&str, Family, bool, Lane, Option<Admit>); 7] = [
     (
         protocol::ENVIRONMENT_INFO,
         Family::EnvironmentInfo,
@@ -242,6 +245,13 @@ const PLUGIN_SERVED: [(&str, Family, bool, Lane, Option<Admit>); 6] = [
         Family::Filesystem,
         true,
         Lane::Handle(LaneRole::Control),
+        None,
+    ),
+    (
+        FS_WATCH_MISSING,
+        Family::Filesystem,
+        false,
+        Lane::Watch,
         None,
     ),
     (

@@ -14,6 +14,11 @@ pub struct Reply {
     id: RequestId,
     outbound: Outbound,
     sent: AtomicBool,
+    /// Set once the reply is in the connection's queue: what follows it in the queue reaches
+    /// the client after it.
+    queued: AtomicBool,
+    /// Wakes what waits for `queued` (a watch that fired before the reply went out).
+    on_queued: tokio::sync::Notify,
     /// An early reply that found no room in the queue: sent before the call's first
     /// notification, or once the call has returned (and its instance is free again).
     deferred: Mutex<Option<(String, Reservation)>>,
@@ -26,6 +31,8 @@ impl Reply {
             id,
             outbound,
             sent: AtomicBool::new(false),
+            queued: AtomicBool::new(false),
+            on_queued: tokio::sync::Notify::new(),
             deferred: Mutex::new(None),
         }
     }
@@ -39,6 +46,26 @@ impl Reply {
         }
         // A closed connection has nobody left to answer.
         let _ = self.outbound.send(encode_reply(&self.id, outcome)).await;
+        self.mark_queued();
+    }
+
+    fn mark_queued(&self) {
+        self.queued.store(true, Ordering::Release);
+        self.on_queued.notify_waiters();
+    }
+
+    /// Resolves once the reply is queued.
+    async fn wait_queued(&self) {
+        loop {
+            let notified = self.on_queued.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a reply queued in between still wakes it.
+            notified.as_mut().enable();
+            if self.queued.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// Queues an early reply now if there is room, else defers it (see [`Reply::flush`]),
@@ -49,7 +76,7 @@ impl Reply {
             return;
         }
         match self.outbound.try_send_reserved(text(), reserved) {
-            Ok(()) | Err((TrySend::Closed, _)) => {}
+            Ok(()) | Err((TrySend::Closed, _)) => self.mark_queued(),
             Err((TrySend::Full(text), reserved)) => {
                 *self.deferred.lock().unwrap_or_else(PoisonError::into_inner) =
                     Some((text, reserved));
@@ -66,6 +93,7 @@ impl Reply {
             .take();
         if let Some((text, reserved)) = deferred {
             let _ = self.outbound.send_reserved(text, reserved).await;
+            self.mark_queued();
         }
     }
 }
@@ -89,6 +117,18 @@ impl CallPort for Reply {
             let text = encode_notification(method, params).map_err(|err| err.message)?;
             // The response first, if it was deferred.
             self.flush().await;
+            (self.outbound.send(text).await).map_err(|_| "the connection is closed".to_owned())
+        })
+    }
+
+    fn notify_after_reply<'a>(
+        &'a self,
+        method: &'a str,
+        params: &'a serde_json::value::RawValue,
+    ) -> PortFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let text = encode_notification(method, params).map_err(|err| err.message)?;
+            self.wait_queued().await;
             (self.outbound.send(text).await).map_err(|_| "the connection is closed".to_owned())
         })
     }

@@ -13,14 +13,15 @@ use wexec_guest::protocol::limits::MAX_BLOCK_BYTES;
 use wexec_guest::protocol::rpc;
 use wexec_guest::protocol::{
     FS_CANONICALIZE, FS_CLOSE, FS_COPY, FS_CREATE_DIRECTORY, FS_GET_METADATA, FS_OPEN,
-    FS_READ_BLOCK, FS_READ_DIRECTORY, FS_READ_FILE, FS_REMOVE, FS_WALK, FS_WRITE_BLOCK,
-    FS_WRITE_FILE, FsCanonicalizeResponse, FsCopyParams, FsCreateDirectoryParams, FsDirectoryEntry,
-    FsHandleParams, FsMetadata, FsOpenMode, FsOpenParams, FsPathParams, FsReadBlockParams,
-    FsReadDirectoryResponse, FsRemoveParams, FsWalkParams, FsWriteBlockParams, FsWriteFileParams,
+    FS_READ_BLOCK, FS_READ_DIRECTORY, FS_READ_FILE, FS_REMOVE, FS_WALK, FS_WATCH_MISSING,
+    FS_WRITE_BLOCK, FS_WRITE_FILE, FsCanonicalizeResponse, FsCopyParams, FsCreateDirectoryParams,
+    FsDirectoryEntry, FsHandleParams, FsMetadata, FsOpenMode, FsOpenParams, FsPathParams,
+    FsReadBlockParams, FsReadDirectoryResponse, FsRemoveParams, FsWalkParams, FsWatchMissingParams,
+    FsWriteBlockParams, FsWriteFileParams,
 };
 use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, respond};
 
-const METHODS: [&str; 13] = [
+const METHODS: [&str; 14] = [
     FS_READ_FILE,
     FS_WRITE_FILE,
     FS_CREATE_DIRECTORY,
@@ -34,6 +35,7 @@ const METHODS: [&str; 13] = [
     FS_READ_BLOCK,
     FS_WRITE_BLOCK,
     FS_CLOSE,
+    FS_WATCH_MISSING,
 ];
 
 struct Fs;
@@ -62,6 +64,7 @@ impl Plugin for Fs {
             FS_OPEN => open(&call),
             FS_WRITE_BLOCK => write_block(&call),
             FS_CLOSE => close(&call),
+            FS_WATCH_MISSING => watch_missing(&call),
             other => Err(RpcError::method_not_found(other)),
         }?;
         Response::json(&result)
@@ -270,6 +273,28 @@ fn close(call: &Call) -> Result<Value, RpcError> {
     let params: FsHandleParams = decode(call)?;
     fs::close(&params.handle_id);
     Ok(json!({}))
+}
+
+/// The host watches (inotify, inside the roots) and sends `fs/missingChanged` when it fires.
+fn watch_missing(call: &Call) -> Result<Value, RpcError> {
+    let params: FsWatchMissingParams = decode(call)?;
+    let unwatchable = || Ok(json!({"watching": false}));
+    // A path of another machine is one nobody can watch here: `false`, as Codex answers.
+    let mut missing = Vec::with_capacity(params.missing.len());
+    for path in &params.missing {
+        match native(path) {
+            Ok(path) => missing.push(path),
+            Err(error) if error.code == rpc::INVALID_REQUEST => return unwatchable(),
+            Err(error) => return Err(error),
+        }
+    }
+    let present = match params.present.as_deref().map(native) {
+        Some(Err(error)) if error.code == rpc::INVALID_REQUEST => return unwatchable(),
+        present => present.transpose()?,
+    };
+    let watching = fs::watch_missing(params.watch_id, &missing, present.as_deref())
+        .map_err(RpcError::internal_error)?;
+    Ok(json!({"watching": watching}))
 }
 
 wexec_guest::export_plugin!(Fs);

@@ -18,6 +18,7 @@ mod paths;
 mod redirects;
 mod special_files;
 mod token;
+mod watches;
 
 use wexec_tests::{Client, HOSTILE_WASM, Server, TempDir, spawn_stdio};
 

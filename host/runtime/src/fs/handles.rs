@@ -10,26 +10,38 @@ use super::{Error, ErrorKind, Roots, invalid};
 
 pub use wexec_protocol::limits::{MAX_BLOCK_BYTES, MAX_HANDLE_ID_BYTES, MAX_HANDLES};
 
-/// One connection's handle tables, one per plugin: a plugin sees only the handles it opened
-/// itself, and another plugin's handle id is unknown to it, exactly as if it did not exist.
-#[derive(Debug, Default)]
-pub struct ConnectionHandles {
-    /// By plugin name, so a reloaded plugin keeps the handles its earlier version opened.
-    tables: Mutex<HashMap<String, Arc<FileHandles>>>,
+/// One connection's state of each plugin, `T` per plugin (its file handles, its watch): a plugin
+/// sees only its own, and another plugin's handle id is unknown to it, exactly as if it did not
+/// exist.
+#[derive(Debug)]
+pub struct PerPlugin<T> {
+    /// By plugin name, so a reloaded plugin keeps what its earlier version opened.
+    tables: Mutex<HashMap<String, Arc<T>>>,
 }
 
-impl ConnectionHandles {
-    /// The handles `plugin` opened on this connection.
-    pub fn for_plugin(&self, plugin: &str) -> Arc<FileHandles> {
+impl<T> Default for PerPlugin<T> {
+    fn default() -> Self {
+        Self {
+            tables: Mutex::default(),
+        }
+    }
+}
+
+impl<T: Default> PerPlugin<T> {
+    /// What `plugin` has on this connection.
+    pub fn for_plugin(&self, plugin: &str) -> Arc<T> {
         let mut tables = self.tables.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(table) = tables.get(plugin) {
             return Arc::clone(table);
         }
-        let table = Arc::new(FileHandles::default());
+        let table = Arc::new(T::default());
         tables.insert(plugin.to_owned(), Arc::clone(&table));
         table
     }
 }
+
+/// One connection's handle tables, one per plugin.
+pub type ConnectionHandles = PerPlugin<FileHandles>;
 
 /// One plugin's handles on one connection.
 #[derive(Debug, Default)]

@@ -422,3 +422,82 @@ pub(super) fn beneath<'a>(path: &'a Path, root: &Path) -> Option<&'a Path> {
     };
     Some(Path::new(OsStr::from_bytes(relative)))
 }
+
+/// What a watch finds at a path (docs/protocol.md §9.6), looked up without following any
+/// symlink. Descriptors are `O_PATH`, for inotify to watch through `/proc/self/fd`.
+#[derive(Debug)]
+pub enum Probe {
+    /// Outside every root, or in a hidden directory: never looked at.
+    Outside,
+    /// The path exists (as anything, a symlink included).
+    Exists {
+        /// The path itself (a symlink is not followed).
+        at: OwnedFd,
+        /// Its directory; `None` for a root.
+        parent: Option<(OwnedFd, OsString)>,
+        symlink: bool,
+    },
+    /// The path is missing: `name` does not exist in `ancestor`, its nearest existing
+    /// ancestor, a directory.
+    Missing { ancestor: OwnedFd, name: OsString },
+    /// An existing ancestor is a symlink, not a directory, or cannot be looked up.
+    Unwatchable,
+}
+
+impl Roots {
+    /// Looks `path` (absolute-normal) up for a watch, following no symlink.
+    pub(super) fn probe(&self, path: &str) -> Probe {
+        let Ok((root, relative)) = self.locate(path) else {
+            return Probe::Outside;
+        };
+        if root.hides(&relative) {
+            return Probe::Outside;
+        }
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let here = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let Ok(mut current) = rustix::fs::openat(&root.dir, ".", here, Mode::empty()) else {
+            return Probe::Unwatchable;
+        };
+        let names: Vec<&OsStr> = relative.iter().collect();
+        if names.len() > MAX_PATH_COMPONENTS {
+            return Probe::Unwatchable;
+        }
+        let Some((last, above)) = names.split_last() else {
+            return Probe::Exists {
+                at: current,
+                parent: None,
+                symlink: false,
+            };
+        };
+        for name in above {
+            match rustix::fs::openat(&current, *name, flags, Mode::empty()) {
+                Ok(dir) => current = dir,
+                Err(Errno::NOENT) => {
+                    return Probe::Missing {
+                        ancestor: current,
+                        name: name.to_os_string(),
+                    };
+                }
+                Err(_) => return Probe::Unwatchable,
+            }
+        }
+        match rustix::fs::statat(&current, *last, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => {
+                let at = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                match rustix::fs::openat(&current, *last, at, Mode::empty()) {
+                    Ok(at) => Probe::Exists {
+                        at,
+                        parent: Some((current, last.to_os_string())),
+                        symlink: is_symlink(&stat),
+                    },
+                    Err(_) => Probe::Unwatchable,
+                }
+            }
+            Err(Errno::NOENT) => Probe::Missing {
+                ancestor: current,
+                name: last.to_os_string(),
+            },
+            Err(_) => Probe::Unwatchable,
+        }
+    }
+}

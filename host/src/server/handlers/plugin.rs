@@ -23,6 +23,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
     let call = CallContext {
         port: Some(Arc::clone(&ctx.reply) as Arc<dyn CallPort>),
         handles: ctx.connection.handles.for_plugin(&plugin.name),
+        watch: ctx.connection.watches.for_plugin(&plugin.name),
         sandbox: call_sandbox(&ctx, &params)?,
     };
     ctx.server

@@ -5,7 +5,8 @@
 //!   data, the text around host-encoded contents, a notification's params;
 //! - `hostile/handle`: the filesystem handle imports on a handle id it did not open;
 //! - `hostile/fs`: any other filesystem import, to see what its grants allow;
-//! - `hostile/log`: many log lines in one call.
+//! - `hostile/log`: many log lines in one call;
+//! - `hostile/watch`: the watch import, with or without a filesystem grant.
 
 #![allow(
     unsafe_code,
@@ -18,7 +19,7 @@ use exports::wexec::plugin::handler::{Guest, PluginInfo};
 use serde_json::Value;
 use wexec::plugin::filesystem::{self, OpenMode};
 use wexec::plugin::types::{Capability, RpcError};
-use wexec::plugin::{log, responder};
+use wexec::plugin::{log, responder, watch};
 
 struct Hostile;
 
@@ -69,7 +70,7 @@ impl Guest for Hostile {
             version: "0.1.0".into(),
             contract: "0.1.0".into(),
             methods: [
-                "result", "respond", "error", "base64", "notify", "handle", "fs", "log",
+                "result", "respond", "error", "base64", "notify", "handle", "fs", "log", "watch",
             ]
             .iter()
             .map(|method| format!("hostile/{method}"))
@@ -119,6 +120,21 @@ impl Guest for Hostile {
                     log::log(log::Level::Warn, &line);
                 }
                 Ok("{}".into())
+            }
+            "hostile/watch" => {
+                let missing: Vec<String> = params
+                    .get("missing")
+                    .and_then(Value::as_array)
+                    .map(|paths| {
+                        (paths.iter())
+                            .filter_map(|path| path.as_str().map(str::to_owned))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let present = params.get("present").and_then(Value::as_str);
+                let watching = watch::watch_missing(number(&params, "watchId"), &missing, present)
+                    .map_err(|err| error(-32603, err))?;
+                Ok(format!(r#"{{"watching":{watching}}}"#))
             }
             other => Err(error(-32601, format!("hostile does not serve {other}"))),
         }
