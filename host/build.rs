@@ -1,12 +1,13 @@
-//! Builds the bundled plugins (`plugins/fs`, `plugins/http`, `plugins/env`) for
+//! Builds the bundled plugins (`plugins/fs`, `plugins/http`, `plugins/env`, `plugins/config`) for
 //! `wasm32-wasip2` so the `wexec` binary embeds them (`src/builtin.rs`).
 
 use wexec_wasm_build::Profile;
 
-const PLUGINS: [(&str, &str); 3] = [
+const PLUGINS: [(&str, &str); 4] = [
     ("fs", "WEXEC_PLUGIN_FS_WASM"),
     ("http", "WEXEC_PLUGIN_HTTP_WASM"),
     ("env", "WEXEC_PLUGIN_ENV_WASM"),
+    ("config", "WEXEC_PLUGIN_CONFIG_WASM"),
 ];
 
 fn main() {
@@ -16,6 +17,7 @@ fn main() {
         "plugins/fs",
         "plugins/http",
         "plugins/env",
+        "plugins/config",
         "wit",
         "guest-sdk",
         "host/protocol",

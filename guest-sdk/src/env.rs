@@ -19,6 +19,11 @@ pub fn plugins() -> Vec<PluginSummary> {
     wit::plugins()
 }
 
+/// The host's name. Always available.
+pub fn hostname() -> String {
+    wit::hostname()
+}
+
 /// An environment variable of wexec's process: `Ok(None)` if unset; `Err` if the variable was
 /// not granted to this plugin.
 pub fn var(name: &str) -> Result<Option<String>, String> {

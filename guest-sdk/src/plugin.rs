@@ -116,10 +116,17 @@ impl Call {
         &self.params
     }
 
-    /// Decodes the params; failure is -32602 with serde's description (e.g.
+    /// Decodes the params, straight from the text; failure is -32602 with serde's description
+    /// as the host gives it for its own methods, without a line and column (e.g.
     /// `` missing field `name` ``).
     pub fn params<T: DeserializeOwned>(&self) -> Result<T, RpcError> {
-        serde_json::from_str(&self.params).map_err(|err| RpcError::invalid_params(err.to_string()))
+        serde_json::from_str(&self.params).or_else(|err| {
+            // Described again from a `Value`, which has no positions; text that is not JSON
+            // at all keeps the first description.
+            let value = serde_json::from_str::<serde_json::Value>(&self.params)
+                .map_err(|_| RpcError::invalid_params(err.to_string()))?;
+            serde_json::from_value(value).map_err(|err| RpcError::invalid_params(err.to_string()))
+        })
     }
 
     /// For parameterless methods: accepts absent/`null` params or any object, else -32602.

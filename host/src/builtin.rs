@@ -1,6 +1,7 @@
 //! The plugins bundled with wexec, embedded in the binary by `build.rs`.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::grants::{FsRoot, Grants, HostPattern};
@@ -9,9 +10,12 @@ use crate::runtime::{Limits, PluginSpec};
 static FS: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_FS_WASM"));
 static HTTP: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_HTTP_WASM"));
 static ENV: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_ENV_WASM"));
+static CONFIG: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_CONFIG_WASM"));
 
 /// `fs` with the `--fs-root` roots (read-write), `http` with the `--allow-host` patterns and
-/// the `--allow-header-env` variables, and `env`, which needs nothing.
+/// the `--allow-header-env` variables, `env`, which needs nothing, and `config`, which reads
+/// Codex's config files: `/etc/codex`, the Codex home and the fs roots, read-only
+/// (docs/protocol.md §7.5).
 pub fn specs(
     fs_roots: &[std::path::PathBuf],
     allow_hosts: &[HostPattern],
@@ -50,5 +54,45 @@ pub fn specs(
             },
         ),
         spec("env", ENV, Grants::default()),
+        spec(
+            "config",
+            CONFIG,
+            Grants {
+                fs_roots: config_roots(fs_roots),
+                env_vars: BTreeSet::from(["CODEX_HOME".to_owned()]),
+                ..Grants::default()
+            },
+        ),
     ]
+}
+
+/// Where Codex keeps its config: `$CODEX_HOME`, else `$HOME/.codex`.
+fn codex_home() -> Option<PathBuf> {
+    match std::env::var_os("CODEX_HOME") {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex")),
+    }
+}
+
+/// The `config` plugin's read-only roots: `/etc/codex` and the Codex home where they are
+/// directories now (canonical, as roots are), and the fs roots.
+fn config_roots(fs_roots: &[PathBuf]) -> Vec<FsRoot> {
+    let codex_dirs = [Some(PathBuf::from("/etc/codex")), codex_home()]
+        .into_iter()
+        .flatten()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .filter(|dir| dir.is_dir());
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for dir in fs_roots.iter().cloned().chain(codex_dirs) {
+        if !roots.contains(&dir) {
+            roots.push(dir);
+        }
+    }
+    roots
+        .into_iter()
+        .map(|path| FsRoot {
+            path,
+            writable: false,
+        })
+        .collect()
 }

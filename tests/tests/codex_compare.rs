@@ -414,6 +414,31 @@ fn script() -> Vec<Step> {
             json!({"watchId": 17, "missing": ["file://{root}/z"]}),
         ),
         step("fs/watchMissing", json!({"watchId": 18})),
+        // Executor config (§7.5): the user layer and the trusted project's layers.
+        step(
+            "environmentConfig/read",
+            json!({"cwd": "file://{root}/dir", "configPaths": [["mcp_servers"]], "requirementsPaths": [["mcp_servers"]]}),
+        ),
+        step(
+            "environmentConfig/read",
+            json!({"cwd": "file://{root}/dir", "configPaths": [["model", "x"], ["mcp_servers", "user"]], "requirementsPaths": []}),
+        ),
+        step(
+            "environmentConfig/read",
+            json!({"cwd": "file://{root}/nowhere", "configPaths": [["nothing"]], "requirementsPaths": []}),
+        ),
+        step(
+            "environmentConfig/read",
+            json!({"cwd": "file://{root}", "configPaths": [], "requirementsPaths": []}),
+        ),
+        step(
+            "environmentConfig/read",
+            json!({"cwd": "file://{root}", "configPaths": [[]], "requirementsPaths": []}),
+        ),
+        step(
+            "environmentConfig/read",
+            json!({"cwd": "file://{root}", "configPaths": [["a"]]}),
+        ),
     ]
 }
 
@@ -435,9 +460,21 @@ fn build_fixture(root: &Path) {
     for dir in ["dir/sub", "dir/.hidden", "empty", ".git"] {
         std::fs::create_dir_all(root.join(dir)).expect("mkdir");
     }
+    for dir in ["dir/.codex", ".codex"] {
+        std::fs::create_dir_all(root.join(dir)).expect("mkdir");
+    }
     for (file, text) in [
         ("file", "f"),
         (".git/config", "c"),
+        (".git/HEAD", "ref: refs/heads/main\n"),
+        (
+            ".codex/config.toml",
+            "[mcp_servers.proj]\ncommand = \"proj\"\n",
+        ),
+        (
+            "dir/.codex/config.toml",
+            "model = \"m\"\n[mcp_servers.sub]\nurl = \"http://x\"\nenv = { A = \"1\" }\n",
+        ),
         ("digits", "0123456789"),
         ("dir/a", "a"),
         ("dir/b", "b"),
@@ -589,6 +626,10 @@ async fn a_scripted_session_answers_as_codex_exec_server_does() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("mkdir home");
     let root = root_path.display().to_string();
+    let user = format!(
+        "model = \"o3\"\n[mcp_servers.user]\ncommand = \"u\"\nargs = [\"a\"]\n\n[projects.\"{root}\"]\ntrust_level = \"trusted\"\n"
+    );
+    std::fs::write(home.join("config.toml"), user).expect("write user config");
 
     build_fixture(&root_path);
     let mut reference = Command::new(&codex);
@@ -608,6 +649,7 @@ async fn a_scripted_session_answers_as_codex_exec_server_does() {
     let mut ours = wexec_tests::command(&["--fs-root", &root, "--sandbox", "danger-full-access"]);
     ours.current_dir(&root_path)
         .env("HOME", &home)
+        .env("CODEX_HOME", &home)
         .env_remove("TMPDIR");
     let ours = run(ours, &root).await;
 

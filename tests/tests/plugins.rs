@@ -65,7 +65,13 @@ async fn a_plugin_round_trips_json_and_its_own_error() {
         .collect();
     assert_eq!(
         names,
-        vec![json!("fs"), json!("http"), json!("env"), json!("probe")]
+        vec![
+            json!("fs"),
+            json!("http"),
+            json!("env"),
+            json!("config"),
+            json!("probe")
+        ]
     );
     let params =
         json!({"nested": [1, 2.5, "three", {"four": null, "five": true}], "unicode": "é ✓"});
@@ -593,8 +599,8 @@ async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
             ending(".environment.json"),
             written.len()
         ),
-        (4, 4, 3, 1, 12),
-        "the three bundled plugins and the probe, each with its digest; the bundled plugins' descriptions and the env plugin's environmentInfo: {written:?}"
+        (5, 5, 4, 1, 15),
+        "the four bundled plugins and the probe, each with its digest; the bundled plugins' descriptions and the env plugin's environmentInfo: {written:?}"
     );
 
     let (_second, mut client) = run();
@@ -647,8 +653,8 @@ async fn remembered_descriptions_and_environment_follow_their_inputs() {
         .collect();
     assert_eq!(
         memos.len(),
-        4,
-        "three descriptions, one environment: {memos:?}"
+        5,
+        "four descriptions, one environment: {memos:?}"
     );
     for memo in &memos {
         std::fs::write(memo, "{\"name\":").expect("break the memo");
@@ -658,7 +664,7 @@ async fn remembered_descriptions_and_environment_follow_their_inputs() {
     assert_eq!(cwd_of(&info), Some(file_uri(here.path())));
     assert_eq!(
         wexec_tests::plugin_names(&info["environmentInfo"]),
-        vec!["fs", "http", "env"]
+        vec!["fs", "http", "env", "config"]
     );
     for memo in &memos {
         let text = std::fs::read_to_string(memo).expect("memo");

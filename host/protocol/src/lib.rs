@@ -53,6 +53,7 @@ pub struct EnvironmentStatus {
     pub status: String,
 }
 
+mod config;
 mod fs;
 mod http;
 pub mod limits;
@@ -62,6 +63,7 @@ mod process;
 pub mod rpc;
 pub mod sandbox;
 
+pub use config::*;
 pub use fs::*;
 pub use http::*;
 pub use plugin::*;
@@ -111,7 +113,7 @@ pub const CAPABILITIES: [(&str, bool); 15] = [
     ("capabilityDiscoveryV2", false),
     ("credentialMasking", false),
     ("credentialMaskingCustomProviders", false),
-    ("environmentConfigRead", false),
+    ("environmentConfigRead", true),
     ("fileWriteStreaming", true),
     ("fsWatchMissing", true),
     ("httpHeaderEnvVars", true),

@@ -41,6 +41,13 @@ impl Host for HostState {
             .collect()
     }
 
+    async fn hostname(&mut self) -> String {
+        rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned()
+    }
+
     async fn get_var(&mut self, name: String) -> Result<Option<String>, String> {
         if !self.plugin.declared(Capability::EnvironmentVars)
             || !self.plugin.grants.allows_var(&name)

@@ -15,9 +15,13 @@ use crate::spec::{CONTRACT_VERSION, LoadError, PluginSpec, invalid};
 use crate::state::Granted;
 
 /// Names a plugin may not take: they belong to wexec's own method families.
-pub const RESERVED_NAMES: [&str; 9] = [
+pub const RESERVED_NAMES: [&str; 13] = [
     "fs",
     "http",
+    "env",
+    "config",
+    "discovery",
+    "capabilities",
     "plugin",
     "process",
     "environment",

@@ -28,6 +28,10 @@ pub enum Family {
     EnvironmentInfo,
     /// `environment/status`.
     EnvironmentStatus,
+    /// `environmentConfig/read`.
+    EnvironmentConfig,
+    /// `capabilityRoots/*`, `capabilities/*`.
+    CapabilityDiscovery,
     /// `fs/*`.
     Filesystem,
     /// `http/*`.
@@ -43,6 +47,8 @@ impl Family {
             Self::Exec => "exec",
             Self::EnvironmentInfo => "environment info",
             Self::EnvironmentStatus => "environment status",
+            Self::EnvironmentConfig => "environment config",
+            Self::CapabilityDiscovery => "capability discovery",
             Self::Filesystem => "filesystem",
             Self::Http => "http",
             Self::Plugin => "plugin",
@@ -264,7 +270,13 @@ const PLUGIN_SERVED: [(&str, Family, bool, Lane, Option<Admit>); 7] = [
 ];
 
 /// The families of the other plugin-served protocol methods, by prefix.
-const PLUGIN_FAMILIES: [(&str, Family); 2] = [("fs/", Family::Filesystem), ("http/", Family::Http)];
+const PLUGIN_FAMILIES: [(&str, Family); 5] = [
+    ("fs/", Family::Filesystem),
+    ("http/", Family::Http),
+    ("environmentConfig/", Family::EnvironmentConfig),
+    ("capabilityRoots/", Family::CapabilityDiscovery),
+    ("capabilities/", Family::CapabilityDiscovery),
+];
 
 /// What `method` means, if wexec serves it: the handshake, its own methods, then methods
 /// claimed by plugins.

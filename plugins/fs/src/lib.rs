@@ -5,7 +5,6 @@ mod walk;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use wexec_guest::fs::{self, OpenMode};
 use wexec_guest::path as uri;
@@ -71,15 +70,6 @@ impl Plugin for Fs {
     }
 }
 
-/// A method's params, decoded straight from the text. A failure is described from a `Value`
-/// (serde's text without a line and column: `` missing field `path` ``).
-fn decode<T: DeserializeOwned>(call: &Call) -> Result<T, RpcError> {
-    serde_json::from_str(call.raw_params()).or_else(|_| {
-        serde_json::from_value(call.params::<Value>()?)
-            .map_err(|err| RpcError::invalid_params(err.to_string()))
-    })
-}
-
 /// The usual mapping of a capability error (docs/protocol.md §9.2), but with `code` for
 /// errors of `kind`, where a method answers that kind differently.
 fn with_code_for(error: fs::Error, kind: fs::ErrorKind, code: i64) -> RpcError {
@@ -99,7 +89,7 @@ fn native(path: &str) -> Result<String, RpcError> {
 
 /// The contents go from the host to the client without passing through the plugin.
 fn read_file(call: &Call) -> Result<Response, RpcError> {
-    let params: FsPathParams = decode(call)?;
+    let params: FsPathParams = call.params()?;
     let follow = params.follow_symlinks.unwrap_or(true);
     let contents =
         fs::read_file_contents(&native(&params.path)?, follow).map_err(RpcError::from)?;
@@ -108,7 +98,7 @@ fn read_file(call: &Call) -> Result<Response, RpcError> {
 }
 
 fn write_file(call: &Call) -> Result<Value, RpcError> {
-    let params: FsWriteFileParams = decode(call)?;
+    let params: FsWriteFileParams = call.params()?;
     let path = native(&params.path)?;
     let data = STANDARD.decode(&params.data_base64).map_err(|err| {
         RpcError::invalid_request(format!(
@@ -121,7 +111,7 @@ fn write_file(call: &Call) -> Result<Value, RpcError> {
 }
 
 fn create_directory(call: &Call) -> Result<Value, RpcError> {
-    let params: FsCreateDirectoryParams = decode(call)?;
+    let params: FsCreateDirectoryParams = call.params()?;
     let recursive = params.recursive.unwrap_or(true);
     let path = native(&params.path)?;
     if params.follow_symlinks == Some(false) {
@@ -146,7 +136,7 @@ fn create_directory(call: &Call) -> Result<Value, RpcError> {
 }
 
 fn get_metadata(call: &Call) -> Result<Response, RpcError> {
-    let params: FsPathParams = decode(call)?;
+    let params: FsPathParams = call.params()?;
     let follow = params.follow_symlinks.unwrap_or(true);
     // Outside the roots is "not found" here, whether or not the path exists, so that clients
     // probing for markers above their workspace (Codex looks for `.git` in every parent) take
@@ -164,7 +154,7 @@ fn get_metadata(call: &Call) -> Result<Response, RpcError> {
 }
 
 fn canonicalize(call: &Call) -> Result<Response, RpcError> {
-    let params: FsPathParams = decode(call)?;
+    let params: FsPathParams = call.params()?;
     let canonical = fs::canonicalize(&native(&params.path)?).map_err(RpcError::from)?;
     Response::json(&FsCanonicalizeResponse {
         path: uri::encode(&canonical),
@@ -172,7 +162,7 @@ fn canonicalize(call: &Call) -> Result<Response, RpcError> {
 }
 
 fn read_directory(call: &Call) -> Result<Response, RpcError> {
-    let params: FsPathParams = decode(call)?;
+    let params: FsPathParams = call.params()?;
     // Too many entries is an internal limit here, not a bad request (docs/protocol.md §9.3).
     let entries = fs::read_directory(&native(&params.path)?)
         .map_err(|error| with_code_for(error, fs::ErrorKind::TooLarge, rpc::INTERNAL_ERROR))?;
@@ -189,12 +179,12 @@ fn read_directory(call: &Call) -> Result<Response, RpcError> {
 }
 
 fn walk(call: &Call) -> Result<Response, RpcError> {
-    let params: FsWalkParams = decode(call)?;
+    let params: FsWalkParams = call.params()?;
     Response::json(&walk::walk(&native(&params.path)?, &params.options)?)
 }
 
 fn remove(call: &Call) -> Result<Value, RpcError> {
-    let params: FsRemoveParams = decode(call)?;
+    let params: FsRemoveParams = call.params()?;
     let (recursive, force) = (
         params.recursive.unwrap_or(true),
         params.force.unwrap_or(true),
@@ -221,7 +211,7 @@ fn remove(call: &Call) -> Result<Value, RpcError> {
 }
 
 fn copy(call: &Call) -> Result<Value, RpcError> {
-    let params: FsCopyParams = decode(call)?;
+    let params: FsCopyParams = call.params()?;
     let source = native(&params.source_path)?;
     let destination = native(&params.destination_path)?;
     fs::copy(&source, &destination, params.recursive).map_err(RpcError::from)?;
@@ -229,7 +219,7 @@ fn copy(call: &Call) -> Result<Value, RpcError> {
 }
 
 fn open(call: &Call) -> Result<Value, RpcError> {
-    let params: FsOpenParams = decode(call)?;
+    let params: FsOpenParams = call.params()?;
     let path = native(&params.path)?;
     let mode = match params.mode.unwrap_or(FsOpenMode::Read) {
         FsOpenMode::Read => OpenMode::Read,
@@ -241,7 +231,7 @@ fn open(call: &Call) -> Result<Value, RpcError> {
 
 /// The block goes from the host to the client without passing through the plugin.
 fn read_block(call: &Call) -> Result<Response, RpcError> {
-    let params: FsReadBlockParams = decode(call)?;
+    let params: FsReadBlockParams = call.params()?;
     let max = MAX_BLOCK_BYTES as u64;
     if !(1..=max).contains(&params.len) {
         return Err(RpcError::invalid_request(format!(
@@ -261,7 +251,7 @@ fn read_block(call: &Call) -> Result<Response, RpcError> {
 }
 
 fn write_block(call: &Call) -> Result<Value, RpcError> {
-    let params: FsWriteBlockParams = decode(call)?;
+    let params: FsWriteBlockParams = call.params()?;
     let data = STANDARD
         .decode(&params.chunk)
         .map_err(|err| RpcError::invalid_params(format!("chunk is not valid base64: {err}")))?;
@@ -270,14 +260,14 @@ fn write_block(call: &Call) -> Result<Value, RpcError> {
 }
 
 fn close(call: &Call) -> Result<Value, RpcError> {
-    let params: FsHandleParams = decode(call)?;
+    let params: FsHandleParams = call.params()?;
     fs::close(&params.handle_id);
     Ok(json!({}))
 }
 
 /// The host watches (inotify, inside the roots) and sends `fs/missingChanged` when it fires.
 fn watch_missing(call: &Call) -> Result<Value, RpcError> {
-    let params: FsWatchMissingParams = decode(call)?;
+    let params: FsWatchMissingParams = call.params()?;
     let unwatchable = || Ok(json!({"watching": false}));
     // A path of another machine is one nobody can watch here: `false`, as Codex answers.
     let mut missing = Vec::with_capacity(params.missing.len());

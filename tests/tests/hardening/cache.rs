@@ -227,7 +227,10 @@ async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_we
 
     let (server, mut client) = start(root).await;
     let info = client.call("environment/info", Value::Null).await;
-    assert_eq!(wexec_tests::plugin_names(&info), vec!["fs", "http", "env"]);
+    assert_eq!(
+        wexec_tests::plugin_names(&info),
+        vec!["fs", "http", "env", "config"]
+    );
     assert_eq!(
         client.call("fs/readFile", note.clone()).await["dataBase64"],
         "bm90ZQ=="

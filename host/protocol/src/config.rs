@@ -1,0 +1,57 @@
+//! `environmentConfig/read` (docs/protocol.md §7.5), served by the `config` plugin: the executor's
+//! Codex config layers, filtered to the key paths the client asks for.
+
+use serde::{Deserialize, Serialize};
+
+/// `environmentConfig/read`.
+pub const ENVIRONMENT_CONFIG_READ: &str = "environmentConfig/read";
+
+/// Params of `environmentConfig/read`; all members required.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentConfigReadParams {
+    /// The directory whose project layers count.
+    pub cwd: String,
+    /// TOML key paths to return from the config layers, e.g. `[["mcp_servers"]]`.
+    pub config_paths: Vec<Vec<String>>,
+    /// TOML key paths to return from the requirements layers.
+    pub requirements_paths: Vec<Vec<String>>,
+}
+
+/// Result of `environmentConfig/read`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvironmentConfigReadResponse {
+    /// The user's home directory (PathUri), if known.
+    pub user_home_dir: Option<String>,
+    /// `$CODEX_HOME`, else `$HOME/.codex` (PathUri).
+    pub codex_home_dir: Option<String>,
+    /// The host's name.
+    pub hostname: String,
+    /// Config layers, lowest precedence first.
+    pub config: ConfigLayers,
+    /// Requirements layers.
+    pub requirements: ConfigLayers,
+}
+
+/// Layers of one kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigLayers {
+    /// The layers that hold a requested key, lowest precedence first.
+    pub layers: Vec<ConfigLayer>,
+    /// Where the client inserts its cloud layer: after the system layers.
+    pub cloud_insertion_index: usize,
+}
+
+/// One config file, filtered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigLayer {
+    /// What the layer is, e.g. `user (/home/alice/.codex/config.toml)`.
+    pub source: String,
+    /// The directory relative paths in it are relative to (PathUri).
+    pub base_dir: String,
+    /// The requested keys, re-serialized as TOML.
+    pub toml: String,
+}
