@@ -250,11 +250,18 @@ async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_we
         found.len(),
         "each swapped artifact was refused: {log}"
     );
-    for path in &found {
-        assert_ne!(
-            std::fs::read(path).expect("read"),
-            contents[(found.iter().position(|p| p == path).expect("listed") + 1) % contents.len()],
-            "rewritten by the recompile"
+    // The refusal is logged before the recompiled artifact is written: wait for the writes.
+    for (index, path) in found.iter().enumerate() {
+        let swapped = &contents[(index + 1) % contents.len()];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::fs::read(path).expect("read") == *swapped && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert!(
+            std::fs::read(path).expect("read") != *swapped,
+            "{} rewritten by the recompile",
+            path.display()
         );
     }
 
