@@ -66,18 +66,13 @@ pub fn specs(
     ]
 }
 
-/// Where Codex keeps its config: `$CODEX_HOME`, else `$HOME/.codex`.
-fn codex_home() -> Option<PathBuf> {
-    match std::env::var_os("CODEX_HOME") {
-        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
-        _ => std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".codex")),
-    }
-}
-
 /// The `config` plugin's read-only roots: `/etc/codex` and the Codex home where they are
 /// directories now (canonical, as roots are), and the fs roots.
 fn config_roots(fs_roots: &[PathBuf]) -> Vec<FsRoot> {
-    let codex_dirs = [Some(PathBuf::from("/etc/codex")), codex_home()]
+    let var = |name| std::env::var(name).ok();
+    let codex_home =
+        crate::protocol::codex_home(var("CODEX_HOME").as_deref(), var("HOME").as_deref());
+    let codex_dirs = [Some(PathBuf::from("/etc/codex")), codex_home]
         .into_iter()
         .flatten()
         .filter_map(|dir| std::fs::canonicalize(dir).ok())

@@ -1,7 +1,18 @@
 //! `environmentConfig/read` (docs/protocol.md §7.5), served by the `config` plugin: the executor's
 //! Codex config layers, filtered to the key paths the client asks for.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
+
+/// Where Codex keeps its config: `CODEX_HOME` (the variable's value) unless empty, else
+/// `<home>/.codex`. The host grants it to the `config` plugin, which reads it: one rule for both.
+pub fn codex_home(codex_home_var: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    match codex_home_var {
+        Some(dir) if !dir.is_empty() => Some(PathBuf::from(dir)),
+        _ => home.map(|home| PathBuf::from(home).join(".codex")),
+    }
+}
 
 /// `environmentConfig/read`.
 pub const ENVIRONMENT_CONFIG_READ: &str = "environmentConfig/read";

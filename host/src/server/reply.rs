@@ -54,6 +54,18 @@ impl Reply {
         self.on_queued.notify_waiters();
     }
 
+    /// Queues a notification once `first` (what must reach the queue before it) is done.
+    async fn notification(
+        &self,
+        method: &str,
+        params: &serde_json::value::RawValue,
+        first: impl std::future::Future<Output = ()>,
+    ) -> Result<(), String> {
+        let text = encode_notification(method, params).map_err(|err| err.message)?;
+        first.await;
+        (self.outbound.send(text).await).map_err(|_| "the connection is closed".to_owned())
+    }
+
     /// Resolves once the reply is queued.
     async fn wait_queued(&self) {
         loop {
@@ -113,12 +125,8 @@ impl CallPort for Reply {
         method: &'a str,
         params: &'a serde_json::value::RawValue,
     ) -> PortFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let text = encode_notification(method, params).map_err(|err| err.message)?;
-            // The response first, if it was deferred.
-            self.flush().await;
-            (self.outbound.send(text).await).map_err(|_| "the connection is closed".to_owned())
-        })
+        // The response first, if it was deferred.
+        Box::pin(self.notification(method, params, self.flush()))
     }
 
     fn notify_after_reply<'a>(
@@ -126,11 +134,7 @@ impl CallPort for Reply {
         method: &'a str,
         params: &'a serde_json::value::RawValue,
     ) -> PortFuture<'a, Result<(), String>> {
-        Box::pin(async move {
-            let text = encode_notification(method, params).map_err(|err| err.message)?;
-            self.wait_queued().await;
-            (self.outbound.send(text).await).map_err(|_| "the connection is closed".to_owned())
-        })
+        Box::pin(self.notification(method, params, self.wait_queued()))
     }
 
     fn try_room(&self, bytes: u64) -> Option<Room> {

@@ -7,7 +7,7 @@ mod filter;
 use std::path::{Path, PathBuf};
 
 use wexec_guest::protocol::{
-    ConfigLayer, ConfigLayers, ENVIRONMENT_CONFIG_READ, EnvironmentConfigReadParams,
+    self, ConfigLayer, ConfigLayers, ENVIRONMENT_CONFIG_READ, EnvironmentConfigReadParams,
     EnvironmentConfigReadResponse,
 };
 use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, env, fs, path as uri};
@@ -39,8 +39,8 @@ fn read(params: EnvironmentConfigReadParams) -> Result<EnvironmentConfigReadResp
             "at least one config or requirements path is required",
         ));
     }
-    let all_paths = params.config_paths.iter().chain(&params.requirements_paths);
-    if all_paths.clone().any(Vec::is_empty) {
+    let mut all_paths = params.config_paths.iter().chain(&params.requirements_paths);
+    if all_paths.any(Vec::is_empty) {
         return Err(RpcError::invalid_params(
             "TOML paths must contain at least one key segment",
         ));
@@ -51,10 +51,10 @@ fn read(params: EnvironmentConfigReadParams) -> Result<EnvironmentConfigReadResp
         .user_home_dir
         .as_deref()
         .and_then(|home| uri::decode(home).ok());
-    let codex_home = match env::var("CODEX_HOME") {
-        Ok(Some(dir)) if !dir.is_empty() => Some(PathBuf::from(dir)),
-        _ => home.as_ref().map(|home| Path::new(home).join(".codex")),
-    };
+    let codex_home = protocol::codex_home(
+        env::var("CODEX_HOME").ok().flatten().as_deref(),
+        home.as_deref(),
+    );
 
     let mut config = Vec::new();
     let mut system_layers = 0;
@@ -67,11 +67,9 @@ fn read(params: EnvironmentConfigReadParams) -> Result<EnvironmentConfigReadResp
             table,
         ));
     }
-    let mut user_table = None;
     if let Some(codex_home) = &codex_home {
         let user = codex_home.join("config.toml");
         if let Some(table) = load(&user, Style::Located)? {
-            user_table = Some(table.clone());
             config.push(Layer::new(
                 format!("user ({})", user.display()),
                 &user,
@@ -79,7 +77,12 @@ fn read(params: EnvironmentConfigReadParams) -> Result<EnvironmentConfigReadResp
             ));
         }
     }
-    for dir in trusted_project_dirs(&cwd, user_table.as_ref()) {
+    // The user layer, when there is one, is the last so far; it says which projects are trusted.
+    let user_table = config
+        .last()
+        .filter(|layer| layer.source.starts_with("user ("));
+    let project_dirs = trusted_project_dirs(&cwd, user_table.map(|layer| &layer.table));
+    for dir in project_dirs {
         let file = dir.join(".codex").join("config.toml");
         if let Some(table) = load(&file, Style::Project)? {
             config.push(Layer::new(
