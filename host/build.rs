@@ -1,13 +1,15 @@
-//! Builds the bundled plugins (`plugins/fs`, `plugins/http`, `plugins/env`, `plugins/config`) for
+//! Builds the bundled plugins (`plugins/fs`, `plugins/http`, `plugins/env`, `plugins/config`,
+//! `plugins/discovery`) for
 //! `wasm32-wasip2` so the `wexec` binary embeds them (`src/builtin.rs`).
 
 use wexec_wasm_build::Profile;
 
-const PLUGINS: [(&str, &str); 4] = [
+const PLUGINS: [(&str, &str); 5] = [
     ("fs", "WEXEC_PLUGIN_FS_WASM"),
     ("http", "WEXEC_PLUGIN_HTTP_WASM"),
     ("env", "WEXEC_PLUGIN_ENV_WASM"),
     ("config", "WEXEC_PLUGIN_CONFIG_WASM"),
+    ("discovery", "WEXEC_PLUGIN_DISCOVERY_WASM"),
 ];
 
 fn main() {
@@ -18,6 +20,7 @@ fn main() {
         "plugins/http",
         "plugins/env",
         "plugins/config",
+        "plugins/discovery",
         "wit",
         "guest-sdk",
         "host/protocol",

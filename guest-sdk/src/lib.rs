@@ -50,6 +50,7 @@ pub mod http;
 pub mod log;
 pub mod path;
 pub mod respond;
+pub mod walk;
 
 mod error;
 mod plugin;

@@ -11,11 +11,13 @@ static FS: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_FS_WASM"));
 static HTTP: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_HTTP_WASM"));
 static ENV: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_ENV_WASM"));
 static CONFIG: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_CONFIG_WASM"));
+static DISCOVERY: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_DISCOVERY_WASM"));
 
 /// `fs` with the `--fs-root` roots (read-write), `http` with the `--allow-host` patterns and
-/// the `--allow-header-env` variables, `env`, which needs nothing, and `config`, which reads
+/// the `--allow-header-env` variables, `env`, which needs nothing, `config`, which reads
 /// Codex's config files: `/etc/codex`, the Codex home and the fs roots, read-only
-/// (docs/protocol.md §7.5).
+/// (docs/protocol.md §7.5), and `discovery`, which reads plugins and skills there and in
+/// `$HOME/.agents`, read-only (§7.6).
 pub fn specs(
     fs_roots: &[std::path::PathBuf],
     allow_hosts: &[HostPattern],
@@ -58,7 +60,16 @@ pub fn specs(
             "config",
             CONFIG,
             Grants {
-                fs_roots: config_roots(fs_roots),
+                fs_roots: read_only_roots(fs_roots, &[]),
+                env_vars: BTreeSet::from(["CODEX_HOME".to_owned()]),
+                ..Grants::default()
+            },
+        ),
+        spec(
+            "discovery",
+            DISCOVERY,
+            Grants {
+                fs_roots: read_only_roots(fs_roots, &[".agents"]),
                 env_vars: BTreeSet::from(["CODEX_HOME".to_owned()]),
                 ..Grants::default()
             },
@@ -66,15 +77,19 @@ pub fn specs(
     ]
 }
 
-/// The `config` plugin's read-only roots: `/etc/codex` and the Codex home where they are
-/// directories now (canonical, as roots are), and the fs roots.
-fn config_roots(fs_roots: &[PathBuf]) -> Vec<FsRoot> {
+/// Read-only roots for Codex's own files: the fs roots, and `/etc/codex`, the Codex home and
+/// each of `home_dirs` under `$HOME` where they are directories now (canonical, as roots are).
+fn read_only_roots(fs_roots: &[PathBuf], home_dirs: &[&str]) -> Vec<FsRoot> {
     let var = |name| std::env::var(name).ok();
-    let codex_home =
-        crate::protocol::codex_home(var("CODEX_HOME").as_deref(), var("HOME").as_deref());
+    let home = var("HOME").filter(|home| !home.is_empty());
+    let codex_home = crate::protocol::codex_home(var("CODEX_HOME").as_deref(), home.as_deref());
+    let in_home = home_dirs
+        .iter()
+        .filter_map(|dir| Some(PathBuf::from(home.as_deref()?).join(dir)));
     let codex_dirs = [Some(PathBuf::from("/etc/codex")), codex_home]
         .into_iter()
         .flatten()
+        .chain(in_home)
         .filter_map(|dir| std::fs::canonicalize(dir).ok())
         .filter(|dir| dir.is_dir());
     let mut roots: Vec<PathBuf> = Vec::new();

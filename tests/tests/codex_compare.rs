@@ -439,6 +439,21 @@ fn script() -> Vec<Step> {
             "environmentConfig/read",
             json!({"cwd": "file://{root}", "configPaths": [["a"]]}),
         ),
+        // Capability discovery (§7.6): a plugin root, a root inside it, missing and file roots;
+        // the Codex home's skills and installed plugins.
+        step(
+            "capabilityRoots/discoverV1",
+            json!({"roots": [
+                {"id": "p", "path": "file://{root}/cap"},
+                {"id": "in", "path": "file://{root}/cap/skills", "sandbox": null},
+                {"id": "m", "path": "file://{root}/missing"},
+                {"id": "f", "path": "file://{root}/file"},
+            ]}),
+        ),
+        step("capabilityRoots/discoverV1", json!({"roots": []})),
+        step("capabilityRoots/discoverV1", json!({})),
+        step("capabilities/discoverV2", json!({"cwd": "file://{root}"})),
+        step("capabilities/discoverV2", json!({})),
     ]
 }
 
@@ -452,6 +467,34 @@ fn watch(id: u64, missing: Value, present: Value) -> Step {
     )
 }
 
+const SKILL_A: &str =
+    "---\nname: a\ndescription: skill a\nmetadata:\n  short-description: short\n---\n";
+const OPENAI_YAML: &str = "dependencies:\n  tools:\n    - type: mcp\n      value: foo\n      transport: stdio\n      command: foo-cmd\npolicy:\n  allow_implicit_invocation: false\n  products: [codex, chatgpt]\n";
+
+/// The Codex home's skills and installed plugins, for `capabilities/discoverV2`.
+fn build_home(home: &Path) {
+    for (file, text) in [
+        ("skills/s1/SKILL.md", SKILL_A),
+        ("skills/s1/agents/openai.yaml", OPENAI_YAML),
+        (
+            "skills/.system/sys/SKILL.md",
+            "---\ndescription: unnamed\n---\n",
+        ),
+        ("skills/bad/SKILL.md", "no front matter\n"),
+        (".agents/skills/u/SKILL.md", SKILL_A),
+        (
+            "plugins/cache/m/plug/1.0/.codex-plugin/plugin.json",
+            r#"{"name":"plug","interface":{"displayName":"Plug"}}"#,
+        ),
+        ("plugins/cache/m/plug/1.0/skills/x/SKILL.md", SKILL_A),
+        ("plugins/cache/m/bare/2.0/README", "no manifest"),
+    ] {
+        let path = home.join(file);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+}
+
 /// The fixture both servers work on.
 fn build_fixture(root: &Path) {
     if root.exists() {
@@ -460,7 +503,14 @@ fn build_fixture(root: &Path) {
     for dir in ["dir/sub", "dir/.hidden", "empty", ".git"] {
         std::fs::create_dir_all(root.join(dir)).expect("mkdir");
     }
-    for dir in ["dir/.codex", ".codex"] {
+    for dir in [
+        "dir/.codex",
+        ".codex",
+        "cap/.codex-plugin",
+        "cap/skills/a/agents",
+        "cap/skills/b",
+        "cap/big",
+    ] {
         std::fs::create_dir_all(root.join(dir)).expect("mkdir");
     }
     for (file, text) in [
@@ -476,11 +526,17 @@ fn build_fixture(root: &Path) {
             "model = \"m\"\n[mcp_servers.sub]\nurl = \"http://x\"\nenv = { A = \"1\" }\n",
         ),
         ("digits", "0123456789"),
+        ("cap/.codex-plugin/plugin.json", r#"{"name":"cap"}"#),
+        ("cap/.mcp.json", "{}"),
+        ("cap/skills/a/SKILL.md", SKILL_A),
+        ("cap/skills/a/agents/openai.yaml", OPENAI_YAML),
+        ("cap/skills/b/SKILL.md", "no front matter\n"),
         ("dir/a", "a"),
         ("dir/b", "b"),
     ] {
         std::fs::write(root.join(file), text).expect("write");
     }
+    std::fs::write(root.join("cap/big/SKILL.md"), vec![b'x'; 2 << 20]).expect("write");
     std::os::unix::fs::symlink(root.join("file"), root.join("file-link")).expect("symlink");
     std::os::unix::fs::symlink(root.join("dir"), root.join("dir-link")).expect("symlink");
     std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling")).expect("symlink");
@@ -630,6 +686,7 @@ async fn a_scripted_session_answers_as_codex_exec_server_does() {
         "model = \"o3\"\n[mcp_servers.user]\ncommand = \"u\"\nargs = [\"a\"]\n\n[projects.\"{root}\"]\ntrust_level = \"trusted\"\n"
     );
     std::fs::write(home.join("config.toml"), user).expect("write user config");
+    build_home(&home);
 
     build_fixture(&root_path);
     let mut reference = Command::new(&codex);

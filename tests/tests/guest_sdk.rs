@@ -63,7 +63,7 @@ async fn the_bundled_plugins_built_on_the_sdk_still_serve_their_families() {
     let names: Vec<&str> = (info.wexec.as_ref().unwrap().plugins.iter())
         .map(|plugin| plugin.name.as_str())
         .collect();
-    assert_eq!(names, ["fs", "http", "env", "config"]);
+    assert_eq!(names, ["fs", "http", "env", "config", "discovery"]);
     // Exactly docs/protocol.md §7.4's flags.
     let flags: Vec<(&str, bool)> = (info.capabilities.iter())
         .map(|(name, value)| (name.as_str(), *value))
@@ -71,8 +71,8 @@ async fn the_bundled_plugins_built_on_the_sdk_still_serve_their_families() {
     assert_eq!(
         flags,
         [
-            ("capabilityDiscoverySandbox", false),
-            ("capabilityDiscoveryV2", false),
+            ("capabilityDiscoverySandbox", true),
+            ("capabilityDiscoveryV2", true),
             ("credentialMasking", false),
             ("credentialMaskingCustomProviders", false),
             ("environmentConfigRead", true),

@@ -664,7 +664,7 @@ async fn remembered_descriptions_and_environment_follow_their_inputs() {
     assert_eq!(cwd_of(&info), Some(file_uri(here.path())));
     assert_eq!(
         wexec_tests::plugin_names(&info["environmentInfo"]),
-        vec!["fs", "http", "env", "config"]
+        vec!["fs", "http", "env", "config", "discovery"]
     );
     for memo in &memos {
         let text = std::fs::read_to_string(memo).expect("memo");

@@ -28,7 +28,7 @@ async fn handshake_yields_a_uuid_v4_session_and_environment_info() {
     );
     assert_eq!(info["capabilities"]["fileWriteStreaming"], true);
     assert_eq!(info["capabilities"]["environmentConfigRead"], true);
-    assert_eq!(info["capabilities"]["capabilityDiscoveryV2"], false);
+    assert_eq!(info["capabilities"]["capabilityDiscoveryV2"], true);
     // Codex's ten fields, always present (docs/protocol.md §7.4).
     let provider = info["providerId"].as_str().expect("providerId");
     assert!(

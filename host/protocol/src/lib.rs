@@ -54,6 +54,7 @@ pub struct EnvironmentStatus {
 }
 
 mod config;
+mod discovery;
 mod fs;
 mod http;
 pub mod limits;
@@ -64,6 +65,7 @@ pub mod rpc;
 pub mod sandbox;
 
 pub use config::*;
+pub use discovery::*;
 pub use fs::*;
 pub use http::*;
 pub use plugin::*;
@@ -109,8 +111,8 @@ pub struct EnvironmentInfo {
 /// what wexec really does (docs/protocol.md §7.4). The `env` plugin reports it; tests hold the
 /// server to it.
 pub const CAPABILITIES: [(&str, bool); 15] = [
-    ("capabilityDiscoverySandbox", false),
-    ("capabilityDiscoveryV2", false),
+    ("capabilityDiscoverySandbox", true),
+    ("capabilityDiscoveryV2", true),
     ("credentialMasking", false),
     ("credentialMaskingCustomProviders", false),
     ("environmentConfigRead", true),

@@ -1,8 +1,6 @@
 //! The bundled `fs` plugin: every `fs/*` method (docs/protocol.md §9) as protocol mapping onto the
 //! host's filesystem capability, which confines every path to the granted roots.
 
-mod walk;
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
@@ -180,7 +178,10 @@ fn read_directory(call: &Call) -> Result<Response, RpcError> {
 
 fn walk(call: &Call) -> Result<Response, RpcError> {
     let params: FsWalkParams = call.params()?;
-    Response::json(&walk::walk(&native(&params.path)?, &params.options)?)
+    Response::json(&wexec_guest::walk::walk(
+        &native(&params.path)?,
+        &params.options,
+    )?)
 }
 
 fn remove(call: &Call) -> Result<Value, RpcError> {

@@ -229,7 +229,7 @@ async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_we
     let info = client.call("environment/info", Value::Null).await;
     assert_eq!(
         wexec_tests::plugin_names(&info),
-        vec!["fs", "http", "env", "config"]
+        vec!["fs", "http", "env", "config", "discovery"]
     );
     assert_eq!(
         client.call("fs/readFile", note.clone()).await["dataBase64"],

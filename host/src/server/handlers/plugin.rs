@@ -2,11 +2,14 @@
 
 use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::path_uri;
 use crate::protocol::sandbox::SandboxContext;
-use crate::protocol::{NoParams, PluginGrants, PluginList, PluginListing};
+use crate::protocol::{
+    CAPABILITY_ROOTS_DISCOVER_V1, NoParams, PluginGrants, PluginList, PluginListing,
+};
 use crate::rpc::{RpcError, RpcResult, to_result};
 use crate::runtime::CallContext;
 use crate::runtime::fs::FsPolicy;
@@ -48,31 +51,44 @@ fn takes_sandbox(method: &str) -> bool {
 
 /// The call's filesystem policy: plugin grants ∩ the request's `sandbox` ∩, under a read-only
 /// ceiling, no writes (docs/sandbox.md). `None` when nothing narrows the grants.
+/// `capabilityRoots/discoverV1` carries a `sandbox` per root; one call has one policy, so the
+/// call gets what every root's sandbox allows (docs/protocol.md §7.6).
 fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPolicy>>, RpcError> {
     if !takes_sandbox(&ctx.method) {
         return Ok(None);
     }
-    let request = match params.get("sandbox") {
-        None | Some(Value::Null) => None,
-        Some(sandbox) => Some(
-            serde_json::from_value::<SandboxContext>(sandbox.clone())
-                .map_err(|err| RpcError::invalid_params(err.to_string()))?,
-        ),
+    let requested = if ctx.method == CAPABILITY_ROOTS_DISCOVER_V1 {
+        let roots = params.get("roots").and_then(Value::as_array);
+        (roots.into_iter().flatten())
+            .filter_map(|root| root.get("sandbox"))
+            .collect()
+    } else {
+        Vec::from_iter(params.get("sandbox"))
     };
+    let requested = (requested.into_iter())
+        .filter(|sandbox| !sandbox.is_null())
+        .map(|sandbox| {
+            SandboxContext::deserialize(sandbox)
+                .map_err(|err| RpcError::invalid_params(err.to_string()))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let read_only = ctx.server.processes.ceiling.mode == sandbox::Mode::ReadOnly;
-    let mut rules = match &request {
-        None if !read_only => return Ok(None),
-        None => Rules::full(),
-        Some(context) => {
-            let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
-            // Without a `cwd` in the sandbox, what a relative path would mean to this server:
-            // its own working directory (the default fs root), never the whole disk.
-            let cwd = std::env::current_dir().map_err(|err| {
-                RpcError::internal_error(format!("cannot read the working directory: {err}"))
-            })?;
-            sandbox::request_rules(context, &cwd, tmpdir.as_deref())?.0
+    if requested.is_empty() && !read_only {
+        return Ok(None);
+    }
+    let mut rules = Rules::full();
+    if !requested.is_empty() {
+        let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
+        // Without a `cwd` in the sandbox, what a relative path would mean to this server:
+        // its own working directory (the default fs root), never the whole disk.
+        let cwd = std::env::current_dir().map_err(|err| {
+            RpcError::internal_error(format!("cannot read the working directory: {err}"))
+        })?;
+        for context in &requested {
+            let (request, _) = sandbox::request_rules(context, &cwd, tmpdir.as_deref())?;
+            rules = rules.intersect(&request);
         }
-    };
+    }
     if read_only {
         let mut ceiling = Rules::default();
         ceiling.add("/".into(), Level::Read);

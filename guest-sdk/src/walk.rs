@@ -1,19 +1,22 @@
-//! `fs/walk` (docs/protocol.md §9.4): breadth-first, bounded by depth, directories, entries and a
-//! response budget; symlinked directories entered only when asked, never twice.
+//! A bounded walk of a directory tree through the [`fs`](crate::fs) capability, as `fs/walk`
+//! answers it (docs/protocol.md §9.4): breadth-first, bounded by depth, directories, entries
+//! and a response budget; symlinked directories entered only when asked, never twice. The `fs`
+//! plugin serves `fs/walk` with it and the `discovery` plugin scans capability roots with it.
 
 use std::collections::{HashSet, VecDeque};
 
-use wexec_guest::RpcError;
-use wexec_guest::fs;
-use wexec_guest::path as uri;
-use wexec_guest::protocol::limits::{MAX_WALK_DEPTH, MAX_WALK_DIRECTORIES, MAX_WALK_ENTRIES};
-use wexec_guest::protocol::{FsWalkEntry, FsWalkError, FsWalkOptions, FsWalkResponse};
+use wexec_protocol::limits::{MAX_WALK_DEPTH, MAX_WALK_DIRECTORIES, MAX_WALK_ENTRIES};
+use wexec_protocol::{FsWalkEntry, FsWalkError, FsWalkOptions, FsWalkResponse};
+
+use crate::RpcError;
+use crate::fs;
+use crate::path as uri;
 
 /// About 4 MiB of response, at 64 bytes of overhead per item.
 const RESPONSE_BUDGET: usize = 4 * 1024 * 1024;
 const ITEM_OVERHEAD: usize = 64;
 
-/// Walks `root` (a native path).
+/// Walks `root` (a native path); limits beyond the protocol's maximums are -32600.
 pub fn walk(root: &str, options: &FsWalkOptions) -> Result<FsWalkResponse, RpcError> {
     if options.max_directories == 0 || options.max_entries == 0 {
         return Err(RpcError::invalid_request(
