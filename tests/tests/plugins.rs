@@ -70,6 +70,7 @@ async fn a_plugin_round_trips_json_and_its_own_error() {
             json!("http"),
             json!("env"),
             json!("config"),
+            json!("discovery"),
             json!("probe")
         ]
     );
@@ -599,8 +600,8 @@ async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
             ending(".environment.json"),
             written.len()
         ),
-        (5, 5, 4, 1, 15),
-        "the four bundled plugins and the probe, each with its digest; the bundled plugins' descriptions and the env plugin's environmentInfo: {written:?}"
+        (6, 6, 5, 1, 18),
+        "the five bundled plugins and the probe, each with its digest; the bundled plugins' descriptions and the env plugin's environmentInfo: {written:?}"
     );
 
     let (_second, mut client) = run();
@@ -653,8 +654,8 @@ async fn remembered_descriptions_and_environment_follow_their_inputs() {
         .collect();
     assert_eq!(
         memos.len(),
-        5,
-        "four descriptions, one environment: {memos:?}"
+        6,
+        "five descriptions, one environment: {memos:?}"
     );
     for memo in &memos {
         std::fs::write(memo, "{\"name\":").expect("break the memo");
