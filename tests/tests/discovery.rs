@@ -393,3 +393,73 @@ async fn discover_v2_parses_user_skills_and_installed_plugins() {
         json!({"code": -32602, "message": "missing field `cwd`"})
     );
 }
+
+#[tokio::test]
+async fn one_deeply_nested_skill_costs_only_itself() {
+    let mut fx = Fixture::new().await;
+    // The YAML parser's time grows with the square of the nesting: 120,000 brackets took the
+    // whole request past the plugin's 30 s.
+    let bomb = format!(
+        "---\nname: fm\ndescription: d\nx: {}\n---\n",
+        "[".repeat(120_000)
+    );
+    write(
+        &fx.dir.path().join("home/.codex/skills/fm/SKILL.md"),
+        bomb.as_bytes(),
+    );
+    write(
+        &fx.dir
+            .path()
+            .join("home/.codex/skills/fm2/agents/openai.yaml"),
+        format!("policy: {}\n", "{a: ".repeat(60_000)).as_bytes(),
+    );
+    write(
+        &fx.dir.path().join("home/.codex/skills/fm2/SKILL.md"),
+        skill("fm2", "kept").as_bytes(),
+    );
+    let result = fx.client.call(V2, json!({"cwd": fx.uri("work")})).await;
+    let names: Vec<&Value> = (result["skills"].as_array().expect("skills").iter())
+        .map(|skill| &skill["name"])
+        .collect();
+    assert!(names.contains(&&json!("s1")), "{names:?}");
+    assert!(!names.contains(&&json!("fm")), "{names:?}");
+    let kept = (result["skills"].as_array().expect("skills").iter())
+        .find(|skill| skill["name"] == "fm2")
+        .expect("the skill with the nested metadata is kept");
+    assert_eq!(
+        (&kept["dependencies"], &kept["policy"]),
+        (&Value::Null, &Value::Null)
+    );
+}
+
+#[tokio::test]
+async fn a_root_too_big_for_one_reply_loses_its_files_not_the_request() {
+    let mut fx = Fixture::new().await;
+    // Control characters take six bytes each in JSON: twelve such 1 MiB skills (within the
+    // 16 MiB a root may read) would make a reply past the 64 MiB message limit.
+    let mut text = b"---\nname: n\ndescription: d\n---\n".to_vec();
+    text.resize(1024 * 1024 - 1, 1);
+    for index in 0..12 {
+        write(
+            &fx.dir.path().join(format!("work/esc/s{index:02}/SKILL.md")),
+            &text,
+        );
+    }
+    let roots = fx
+        .discover(json!([
+            {"id": "hostile", "path": fx.uri("work/esc")},
+            {"id": "good", "path": fx.uri("work/p/skills/b")},
+        ]))
+        .await;
+    let kept = roots[0]["skills"].as_array().expect("skills").len();
+    assert!((1..12).contains(&kept), "{kept} of 12 kept");
+    assert_eq!(
+        roots[0]["warnings"],
+        json!([
+            "capability discovery reply reached its 50331648-byte limit; the rest of this root is left out"
+        ])
+    );
+    // The next root is answered, with what still fits.
+    assert_eq!(roots[1]["error"], Value::Null);
+    assert_eq!(roots[1]["id"], "good");
+}

@@ -1,21 +1,71 @@
 //! Reading the files a capability root offers: regular UTF-8 files of at most 1 MiB each and
-//! 16 MiB per root, a file that cannot be read becoming a warning (docs/protocol.md §7.6).
+//! 16 MiB per root, as Codex bounds them, and, unlike Codex, a bound on the whole reply so that
+//! it always fits in one message; a file that cannot be used becomes a warning
+//! (docs/protocol.md §7.6).
 
 use wexec_guest::fs::{self, ErrorKind};
 use wexec_guest::path as uri;
 use wexec_guest::protocol::CapabilityTextFile;
+use wexec_guest::protocol::limits::MAX_MESSAGE_BYTES;
 
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
 const MAX_BUNDLE_BYTES: u64 = 16 * 1024 * 1024;
+/// What the files and warnings of one request may take in its reply, as JSON: the rest of the
+/// 64 MiB message is room for its structure.
+pub const MAX_REPLY_BYTES: usize = MAX_MESSAGE_BYTES / 4 * 3;
+/// What a file or a warning costs in the reply besides its text.
+const ITEM_OVERHEAD: usize = 64;
 
-/// What one root has read so far, and what went wrong.
-#[derive(Default)]
-pub struct Reader {
-    bytes: u64,
-    pub warnings: Vec<String>,
+/// What one request's reply may still take, shared by its roots: without it, a few roots full
+/// of control characters (six bytes each in JSON) or a few full roots would make a reply over
+/// the message limit, and lose every root instead of one file.
+#[derive(Debug)]
+pub struct ReplyBudget {
+    left: usize,
 }
 
-impl Reader {
+impl Default for ReplyBudget {
+    fn default() -> Self {
+        Self {
+            left: MAX_REPLY_BYTES,
+        }
+    }
+}
+
+impl ReplyBudget {
+    /// Takes `bytes` if they are left.
+    fn take(&mut self, bytes: usize) -> bool {
+        match self.left.checked_sub(bytes) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// What one root has read so far, and what went wrong.
+pub struct Reader<'a> {
+    /// Bytes read from this root, failed reads included, so that a file that fails every
+    /// time cannot be read over and over for free.
+    bytes: u64,
+    reply: &'a mut ReplyBudget,
+    /// The reply's limit was reached (said once per root).
+    full: bool,
+    warnings: Vec<String>,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(reply: &'a mut ReplyBudget) -> Self {
+        Self {
+            bytes: 0,
+            reply,
+            full: false,
+            warnings: Vec::new(),
+        }
+    }
+
     /// The file at `path` (native), or `None` when it is absent, not a regular file, outside
     /// the plugin's roots (which reads as absent: nothing about it is revealed), or cannot be
     /// read (a warning says why).
@@ -57,9 +107,11 @@ impl Reader {
                 return None;
             }
         };
-        // The file may have grown since it was measured.
         let read = bytes.len() as u64;
-        if read > MAX_FILE_BYTES || self.bytes + read > MAX_BUNDLE_BYTES {
+        let within = self.bytes + read <= MAX_BUNDLE_BYTES;
+        self.bytes += read;
+        // The file may have grown since it was measured.
+        if read > MAX_FILE_BYTES || !within {
             self.warn(format!("capability file {uri} exceeded its read limit"));
             return None;
         }
@@ -70,14 +122,81 @@ impl Reader {
                 return None;
             }
         };
-        self.bytes += read;
+        if !self
+            .reply
+            .take(json_len(&contents) + uri.len() + ITEM_OVERHEAD)
+        {
+            self.reply_full();
+            return None;
+        }
         Some(CapabilityTextFile {
             path: uri,
             contents,
         })
     }
 
+    /// Notes a warning, as long as the reply has room for it.
     pub fn warn(&mut self, warning: String) {
-        self.warnings.push(warning);
+        if self.reply.take(json_len(&warning) + ITEM_OVERHEAD) {
+            self.warnings.push(warning);
+        } else {
+            self.reply_full();
+        }
+    }
+
+    fn reply_full(&mut self) {
+        if !self.full {
+            self.full = true;
+            self.warnings.push(format!(
+                "capability discovery reply reached its {MAX_REPLY_BYTES}-byte limit; the rest of this root is left out"
+            ));
+        }
+    }
+
+    /// The warnings, in the order they arose.
+    pub fn into_warnings(self) -> Vec<String> {
+        self.warnings
+    }
+}
+
+/// The length of `text` as a JSON string's contents, escaped as serde_json escapes it.
+fn json_len(text: &str) -> usize {
+    text.bytes()
+        .map(|byte| match byte {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..0x20 => 6,
+            _ => 1,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_len_is_serde_jsons() {
+        for text in [
+            "plain",
+            "a\"b\\c",
+            "\n\r\t\u{8}\u{c}",
+            "\u{1}\u{1f}\u{7f}",
+            "é ✓",
+        ] {
+            let json = serde_json::to_string(text).unwrap();
+            assert_eq!(json_len(text), json.len() - 2, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_reply_budget_says_when_it_is_spent_once() {
+        let mut budget = ReplyBudget { left: 200 };
+        let mut reader = Reader::new(&mut budget);
+        reader.warn("a".repeat(100));
+        reader.warn("b".repeat(100));
+        reader.warn("c".into());
+        let warnings = reader.into_warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[1].contains("reply reached its"));
     }
 }

@@ -16,6 +16,7 @@ use wexec_guest::protocol::{
     ExecutorSkill,
 };
 
+use crate::files::ReplyBudget;
 use crate::paths::{basename, join, parent};
 use crate::{roots, skills};
 
@@ -64,9 +65,11 @@ pub fn discover(codex_home: Option<&Path>, home: Option<&str>) -> CapabilitiesDi
         response.warnings.push(UNRESOLVED.to_owned());
     }
     let mut budget = Budget::default();
+    // What the scans read, shared: bounds the memory of the request as in discoverV1.
+    let mut reply = ReplyBudget::default();
     let count = locations.len();
     for (index, location) in locations.into_iter().enumerate() {
-        let (found, warned) = load(location);
+        let (found, warned) = load(location, &mut reply);
         if warned && response.warnings.len() < MAX_WARNINGS {
             response.warnings.push(INCOMPLETE.to_owned());
         }
@@ -136,7 +139,7 @@ enum Found {
 }
 
 /// Scans and parses one location; whether anything could not be loaded.
-fn load(location: Location) -> (Found, bool) {
+fn load(location: Location, reply: &mut ReplyBudget) -> (Found, bool) {
     let root_uri = uri::encode(&location.root);
     // A location that is not there is normal.
     match fs::metadata(&location.root, true) {
@@ -156,7 +159,7 @@ fn load(location: Location) -> (Found, bool) {
         LocationKind::Plugin { id, .. } => id.clone(),
         LocationKind::Skills(_) => String::new(),
     };
-    let discovery = roots::discover(id, root_uri.clone(), &location.root);
+    let discovery = roots::discover(id, root_uri.clone(), &location.root, reply);
     let mut warned = !discovery.warnings.is_empty() || discovery.error.is_some();
     if let LocationKind::Plugin { .. } = location.kind
         && discovery.plugin.is_none()

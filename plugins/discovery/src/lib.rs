@@ -15,6 +15,8 @@ use wexec_guest::protocol::{
 };
 use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, env, path as uri};
 
+use crate::files::ReplyBudget;
+
 /// Codex's bound on one request.
 const MAX_ROOTS: usize = 128;
 
@@ -61,12 +63,13 @@ fn discover_roots(
     let natives = (params.roots.iter())
         .map(|root| uri::decode(&root.path))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut reply = ReplyBudget::default();
     let roots = (params.roots.into_iter().zip(natives))
         .map(
             |(root, native)| match paths::without_dot_segments(&native) {
                 // Answered for the path as Codex's URL type resolves it.
-                Some(normal) => roots::discover(root.id, uri::encode(&normal), &normal),
-                None => roots::discover(root.id, root.path, &native),
+                Some(normal) => roots::discover(root.id, uri::encode(&normal), &normal, &mut reply),
+                None => roots::discover(root.id, root.path, &native, &mut reply),
             },
         )
         .collect();

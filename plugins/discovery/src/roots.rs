@@ -16,7 +16,7 @@ use wexec_guest::protocol::{
 };
 use wexec_guest::walk;
 
-use crate::files::Reader;
+use crate::files::{Reader, ReplyBudget};
 use crate::paths::{basename, join, parent};
 
 /// Where a plugin's manifest may be, by precedence.
@@ -38,8 +38,14 @@ const SCAN: FsWalkOptions = FsWalkOptions {
     prune_hidden_directories: false,
 };
 
-/// Scans `root` (native); `id` and `path` (the request's) are echoed.
-pub fn discover(id: String, path: String, root: &str) -> CapabilityRootDiscovery {
+/// Scans `root` (native); `id` and `path` (the request's) are echoed. What is read counts
+/// against the request's `reply`.
+pub fn discover(
+    id: String,
+    path: String,
+    root: &str,
+    reply: &mut ReplyBudget,
+) -> CapabilityRootDiscovery {
     let mut discovery = CapabilityRootDiscovery {
         id,
         path,
@@ -79,7 +85,7 @@ pub fn discover(id: String, path: String, root: &str) -> CapabilityRootDiscovery
             return discovery;
         }
     };
-    let mut reader = Reader::default();
+    let mut reader = Reader::new(reply);
     for error in walked.errors {
         reader.warn(format!(
             "failed to scan capability path {}: {}",
@@ -161,7 +167,7 @@ pub fn discover(id: String, path: String, root: &str) -> CapabilityRootDiscovery
             metadata,
         });
     }
-    discovery.warnings = reader.warnings;
+    discovery.warnings = reader.into_warnings();
     discovery
 }
 

@@ -160,8 +160,14 @@ fn extract(contents: &str) -> Option<String> {
 }
 
 /// YAML as Codex reads it: when the text does not parse, once more with the plain scalars that
-/// hold `: ` (prose such as `description: Build for AWS: ECS`) quoted.
+/// hold `: ` (prose such as `description: Build for AWS: ECS`) quoted. Text nested deeper than
+/// [`MAX_FLOW_DEPTH`] brackets is refused unparsed: the parser takes time quadratic in the
+/// nesting (120,000 `[` took it past the plugin's 30 s; Codex too takes 52 s), so one such
+/// file would cost the whole request.
 fn yaml<T: DeserializeOwned>(text: &str) -> Option<T> {
+    if flow_depth(text) > MAX_FLOW_DEPTH {
+        return None;
+    }
     match serde_yaml_ng::from_str(text) {
         Ok(value) => Some(value),
         Err(_) => serde_yaml_ng::from_str(&repair_scalars(text)?).ok(),
@@ -236,6 +242,25 @@ fn repair_scalars(text: &str) -> Option<String> {
     changed.then(|| lines.join("\n"))
 }
 
+/// Deeper than any metadata needs; parsed in well under a millisecond.
+const MAX_FLOW_DEPTH: usize = 64;
+
+/// The deepest nesting of `[`/`{` in `text`, quotes not considered (a bound, not a parse).
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0);
+    for byte in text.bytes() {
+        match byte {
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Whitespace runs as single spaces, trimmed.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -280,6 +305,14 @@ mod tests {
         assert_eq!(flow.map(|parsed| parsed.name).as_deref(), Some("[a"));
         let long = format!("---\nname: {}\ndescription: d\n---\n", "n".repeat(65));
         assert_eq!(front_matter(&long, "x"), None);
+        let deep = format!("---\nname: a\ndescription: d\nx: {}\n---\n", "[".repeat(65));
+        assert_eq!(front_matter(&deep, "x"), None);
+        let nested = format!(
+            "---\nname: a\ndescription: d\nx: {}{}\n---\n",
+            "[".repeat(64),
+            "]".repeat(64)
+        );
+        assert!(front_matter(&nested, "x").is_some());
     }
 
     #[test]
