@@ -2,6 +2,7 @@
 //! `plugins/discovery`) for
 //! `wasm32-wasip2` so the `wexec` binary embeds them (`src/builtin.rs`).
 
+use sha2::{Digest, Sha256};
 use wexec_wasm_build::Profile;
 
 const PLUGINS: [(&str, &str); 5] = [
@@ -29,5 +30,13 @@ fn main() {
     for (name, variable) in PLUGINS {
         let wasm = dir.join(format!("wexec_plugin_{name}.wasm"));
         println!("cargo:rustc-env={variable}={}", wasm.display());
+        // Its cache key's digest, so that a start need not hash the component.
+        let bytes = std::fs::read(&wasm).unwrap_or_else(|err| {
+            panic!("cannot read {}: {err}", wasm.display());
+        });
+        let digest: String = (Sha256::digest(&bytes).iter())
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        println!("cargo:rustc-env={variable}_SHA256={digest}");
     }
 }

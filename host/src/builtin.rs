@@ -7,11 +7,29 @@ use std::sync::Arc;
 use crate::grants::{FsRoot, Grants, HostPattern};
 use crate::runtime::{Limits, PluginSpec};
 
-static FS: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_FS_WASM"));
-static HTTP: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_HTTP_WASM"));
-static ENV: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_ENV_WASM"));
-static CONFIG: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_CONFIG_WASM"));
-static DISCOVERY: &[u8] = include_bytes!(env!("WEXEC_PLUGIN_DISCOVERY_WASM"));
+/// A bundled component and its SHA-256, computed by `build.rs` from the same file.
+type Bundled = (&'static [u8], &'static str);
+
+static FS: Bundled = (
+    include_bytes!(env!("WEXEC_PLUGIN_FS_WASM")),
+    env!("WEXEC_PLUGIN_FS_WASM_SHA256"),
+);
+static HTTP: Bundled = (
+    include_bytes!(env!("WEXEC_PLUGIN_HTTP_WASM")),
+    env!("WEXEC_PLUGIN_HTTP_WASM_SHA256"),
+);
+static ENV: Bundled = (
+    include_bytes!(env!("WEXEC_PLUGIN_ENV_WASM")),
+    env!("WEXEC_PLUGIN_ENV_WASM_SHA256"),
+);
+static CONFIG: Bundled = (
+    include_bytes!(env!("WEXEC_PLUGIN_CONFIG_WASM")),
+    env!("WEXEC_PLUGIN_CONFIG_WASM_SHA256"),
+);
+static DISCOVERY: Bundled = (
+    include_bytes!(env!("WEXEC_PLUGIN_DISCOVERY_WASM")),
+    env!("WEXEC_PLUGIN_DISCOVERY_WASM_SHA256"),
+);
 
 /// `fs` with the `--fs-root` roots (read-write), `http` with the `--allow-host` patterns and
 /// the `--allow-header-env` variables, `env`, which needs nothing, `config`, which reads
@@ -24,12 +42,13 @@ pub fn specs(
     header_env: &BTreeSet<String>,
     limits: Limits,
 ) -> Vec<PluginSpec> {
-    let spec = |name: &str, bytes: &'static [u8], grants: Grants| PluginSpec {
+    let spec = |name: &str, (bytes, sha256): Bundled, grants: Grants| PluginSpec {
         origin: format!("built-in {name}"),
         bytes: Arc::from(bytes),
         grants,
         limits,
         builtin: true,
+        sha256: Some(sha256),
     };
     vec![
         spec(
@@ -105,4 +124,21 @@ fn read_only_roots(fs_roots: &[PathBuf], home_dirs: &[&str]) -> Vec<FsRoot> {
             writable: false,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use sha2::{Digest, Sha256};
+
+    use super::*;
+
+    #[test]
+    fn the_digests_built_in_are_the_components() {
+        for (bytes, sha256) in [FS, HTTP, ENV, CONFIG, DISCOVERY] {
+            let digest: String = (Sha256::digest(bytes).iter())
+                .map(|byte| format!("{byte:02x}"))
+                .collect();
+            assert_eq!(digest, sha256);
+        }
+    }
 }

@@ -467,6 +467,7 @@ impl Options {
                 grants: Grants::default(),
                 limits: defaults,
                 builtin: false,
+                sha256: None,
             });
         }
         if let Some(config) = &self.config {
@@ -477,6 +478,7 @@ impl Options {
                     grants: plugin.grants,
                     limits: plugin.limits,
                     builtin: false,
+                    sha256: None,
                 });
             }
         }

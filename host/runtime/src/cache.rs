@@ -119,11 +119,9 @@ impl Cache {
         &self.dir
     }
 
-    /// What the cache holds for component `bytes` compiled under the engine configuration
-    /// `fingerprint`: read and checked against its digest, without the engine, so this runs
-    /// while the engine is being built.
-    pub fn lookup(&self, fingerprint: &str, bytes: &[u8]) -> Entry {
-        let key = key(fingerprint, bytes);
+    /// What the cache holds under `key` (a component's [`key`]): read and checked against its
+    /// digest, without the engine, so this runs while the engine is being built.
+    pub fn lookup(&self, key: &str) -> Entry {
         let (artifact_name, digest_name) = (format!("{key}.cwasm"), format!("{key}.sha256"));
         let artifact = match verified(self.handle.as_fd(), &artifact_name, &digest_name) {
             Ok(found) => found,
@@ -135,7 +133,10 @@ impl Cache {
                 None
             }
         };
-        Entry { key, artifact }
+        Entry {
+            key: key.to_owned(),
+            artifact,
+        }
     }
 
     /// The component `entry` was looked up for: deserialized from its verified artifact, or
@@ -293,11 +294,19 @@ fn read_regular(
     Ok(data)
 }
 
-/// The cache key of component `bytes`: SHA-256 of the component, the engine configuration's
-/// fingerprint and wexec's version.
-pub fn key(fingerprint: &str, bytes: &[u8]) -> String {
+/// The cache key of `spec`'s component: SHA-256 over the component's SHA-256, the engine
+/// configuration's fingerprint and wexec's version.
+pub fn key(fingerprint: &str, spec: &crate::PluginSpec) -> String {
+    let computed;
+    let digest = match spec.sha256 {
+        Some(digest) => digest,
+        None => {
+            computed = hex(&Sha256::digest(&spec.bytes));
+            &computed
+        }
+    };
     derived_key(&[
-        bytes,
+        digest.as_bytes(),
         fingerprint.as_bytes(),
         crate::facts::VERSION.as_bytes(),
     ])

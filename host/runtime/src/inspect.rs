@@ -97,6 +97,7 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
         grants: Grants::default(),
         limits,
         builtin: false,
+        sha256: None,
     };
     let info = match describe(engine, &pre, &spec, &shared).await {
         Ok(info) => info,

@@ -33,7 +33,7 @@ impl Linking {
     pub fn key(&self, spec: &PluginSpec) -> Option<String> {
         self.cache
             .as_ref()
-            .map(|_| super::cache::key(&self.fingerprint, &spec.bytes))
+            .map(|_| super::cache::key(&self.fingerprint, spec))
     }
 
     /// Compiles `spec` on `built`'s engine (or loads what `entry`, or a lookup now, finds in
@@ -48,7 +48,7 @@ impl Linking {
         let compiled = match (&self.cache, entry) {
             (Some(cache), Some(entry)) => cache.load_or_compile(engine, &spec.bytes, entry),
             (Some(cache), None) => {
-                let entry = cache.lookup(&self.fingerprint, &spec.bytes);
+                let entry = cache.lookup(&super::cache::key(&self.fingerprint, spec));
                 cache.load_or_compile(engine, &spec.bytes, entry)
             }
             (None, _) => wasmtime::component::Component::new(engine, &spec.bytes),

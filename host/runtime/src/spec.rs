@@ -21,6 +21,10 @@ pub struct PluginSpec {
     pub limits: Limits,
     /// Whether the plugin may use names reserved for wexec's own families (the bundled plugins).
     pub builtin: bool,
+    /// The component's SHA-256 (hex) when it is known ahead: the bundled plugins are digested
+    /// when wexec is built, so a start does not hash 1.7 MB before it answers. `None`: digested
+    /// when its cache key is needed.
+    pub sha256: Option<&'static str>,
 }
 
 /// A plugin that could not be loaded. Messages name the file and the reason.
