@@ -294,14 +294,14 @@ fn read_regular(
     Ok(data)
 }
 
-/// The cache key of `spec`'s component: SHA-256 over the component's SHA-256, the engine
-/// configuration's fingerprint and wexec's version.
-pub fn key(fingerprint: &str, spec: &crate::PluginSpec) -> String {
+/// The cache key of component `bytes` (whose SHA-256 is `sha256`, when known ahead): SHA-256
+/// over the component's SHA-256, the engine configuration's fingerprint and wexec's version.
+pub fn key(fingerprint: &str, bytes: &[u8], sha256: Option<&str>) -> String {
     let computed;
-    let digest = match spec.sha256 {
+    let digest = match sha256 {
         Some(digest) => digest,
         None => {
-            computed = hex(&Sha256::digest(&spec.bytes));
+            computed = hex(&Sha256::digest(bytes));
             &computed
         }
     };
@@ -342,6 +342,16 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
 
     use super::*;
+
+    #[test]
+    fn a_digest_known_ahead_gives_the_same_key() {
+        let digest = hex(&Sha256::digest(b"component"));
+        assert_eq!(
+            key("fp", b"component", None),
+            key("fp", b"component", Some(&digest))
+        );
+        assert_ne!(key("fp", b"component", None), key("fp", b"other", None));
+    }
 
     fn cache_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("wexec-cache-{name}-{}", std::process::id()));

@@ -126,7 +126,11 @@ impl Runtime {
         let fingerprint = engine::fingerprint(max_memory);
         let keys: Vec<Option<String>> = specs
             .iter()
-            .map(|spec| cache.as_ref().map(|_| cache::key(&fingerprint, spec)))
+            .map(|spec| {
+                cache
+                    .as_ref()
+                    .map(|_| cache::key(&fingerprint, &spec.bytes, spec.sha256))
+            })
             .collect();
         // Bundled plugins described before are validated from that and linked later.
         let remembered: Vec<Option<PluginInfo>> = specs

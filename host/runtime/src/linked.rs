@@ -33,7 +33,7 @@ impl Linking {
     pub fn key(&self, spec: &PluginSpec) -> Option<String> {
         self.cache
             .as_ref()
-            .map(|_| super::cache::key(&self.fingerprint, spec))
+            .map(|_| super::cache::key(&self.fingerprint, &spec.bytes, spec.sha256))
     }
 
     /// Compiles `spec` on `built`'s engine (or loads what `entry`, or a lookup now, finds in
@@ -48,7 +48,8 @@ impl Linking {
         let compiled = match (&self.cache, entry) {
             (Some(cache), Some(entry)) => cache.load_or_compile(engine, &spec.bytes, entry),
             (Some(cache), None) => {
-                let entry = cache.lookup(&super::cache::key(&self.fingerprint, spec));
+                let key = super::cache::key(&self.fingerprint, &spec.bytes, spec.sha256);
+                let entry = cache.lookup(&key);
                 cache.load_or_compile(engine, &spec.bytes, entry)
             }
             (None, _) => wasmtime::component::Component::new(engine, &spec.bytes),
