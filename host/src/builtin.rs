@@ -10,26 +10,21 @@ use crate::runtime::{Limits, PluginSpec};
 /// A bundled component and its SHA-256, computed by `build.rs` from the same file.
 type Bundled = (&'static [u8], &'static str);
 
-static FS: Bundled = (
-    include_bytes!(env!("WEXEC_PLUGIN_FS_WASM")),
-    env!("WEXEC_PLUGIN_FS_WASM_SHA256"),
-);
-static HTTP: Bundled = (
-    include_bytes!(env!("WEXEC_PLUGIN_HTTP_WASM")),
-    env!("WEXEC_PLUGIN_HTTP_WASM_SHA256"),
-);
-static ENV: Bundled = (
-    include_bytes!(env!("WEXEC_PLUGIN_ENV_WASM")),
-    env!("WEXEC_PLUGIN_ENV_WASM_SHA256"),
-);
-static CONFIG: Bundled = (
-    include_bytes!(env!("WEXEC_PLUGIN_CONFIG_WASM")),
-    env!("WEXEC_PLUGIN_CONFIG_WASM_SHA256"),
-);
-static DISCOVERY: Bundled = (
-    include_bytes!(env!("WEXEC_PLUGIN_DISCOVERY_WASM")),
-    env!("WEXEC_PLUGIN_DISCOVERY_WASM_SHA256"),
-);
+/// The component `build.rs` names `WEXEC_PLUGIN_<NAME>_WASM`, and its digest.
+macro_rules! bundled {
+    ($name:literal) => {
+        (
+            include_bytes!(env!(concat!("WEXEC_PLUGIN_", $name, "_WASM"))),
+            env!(concat!("WEXEC_PLUGIN_", $name, "_WASM_SHA256")),
+        )
+    };
+}
+
+static FS: Bundled = bundled!("FS");
+static HTTP: Bundled = bundled!("HTTP");
+static ENV: Bundled = bundled!("ENV");
+static CONFIG: Bundled = bundled!("CONFIG");
+static DISCOVERY: Bundled = bundled!("DISCOVERY");
 
 /// `fs` with the `--fs-root` roots (read-write), `http` with the `--allow-host` patterns and
 /// the `--allow-header-env` variables, `env`, which needs nothing, `config`, which reads

@@ -31,9 +31,11 @@ pub struct Linking {
 impl Linking {
     /// The cache key of `spec`'s component, if there is a cache.
     pub fn key(&self, spec: &PluginSpec) -> Option<String> {
-        self.cache
-            .as_ref()
-            .map(|_| super::cache::key(&self.fingerprint, &spec.bytes, spec.sha256))
+        self.cache.as_ref().map(|_| self.key_of(spec))
+    }
+
+    fn key_of(&self, spec: &PluginSpec) -> String {
+        super::cache::key(&self.fingerprint, &spec.bytes, spec.sha256)
     }
 
     /// Compiles `spec` on `built`'s engine (or loads what `entry`, or a lookup now, finds in
@@ -48,8 +50,7 @@ impl Linking {
         let compiled = match (&self.cache, entry) {
             (Some(cache), Some(entry)) => cache.load_or_compile(engine, &spec.bytes, entry),
             (Some(cache), None) => {
-                let key = super::cache::key(&self.fingerprint, &spec.bytes, spec.sha256);
-                let entry = cache.lookup(&key);
+                let entry = cache.lookup(&self.key_of(spec));
                 cache.load_or_compile(engine, &spec.bytes, entry)
             }
             (None, _) => wasmtime::component::Component::new(engine, &spec.bytes),

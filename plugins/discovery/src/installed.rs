@@ -224,13 +224,14 @@ fn plugin_name(manifest: &str, plugin_root: &str) -> Option<String> {
 }
 
 fn display_name(manifest: &str, plugin_root: &str) -> String {
-    let interface = serde_json::from_str::<ManifestNames>(manifest)
-        .ok()
-        .and_then(|names| names.interface)
-        .and_then(|interface| interface.display_name)
-        .filter(|name| !name.trim().is_empty());
-    interface
-        .or_else(|| plugin_name(manifest, plugin_root))
+    let (display, name) = match serde_json::from_str::<ManifestNames>(manifest) {
+        Ok(names) => (names.interface.and_then(|i| i.display_name), names.name),
+        Err(_) => (None, None),
+    };
+    [display, name]
+        .into_iter()
+        .flatten()
+        .find(|name| !name.trim().is_empty())
         .unwrap_or_else(|| basename(plugin_root).to_owned())
 }
 
