@@ -1,4 +1,4 @@
-//! A bounded walk of a directory tree through the [`fs`](crate::fs) capability, as `fs/walk`
+//! A bounded walk of a directory tree through the [`fs`] capability, as `fs/walk`
 //! answers it (docs/protocol.md §9.4): breadth-first, bounded by depth, directories, entries
 //! and a response budget; symlinked directories entered only when asked, never twice. The `fs`
 //! plugin serves `fs/walk` with it and the `discovery` plugin scans capability roots with it.
