@@ -13,8 +13,6 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 
 const BYTES: u64 = 256 * 1024 * 1024;
@@ -35,7 +33,9 @@ struct Params<'a> {
 }
 
 /// Reads messages until `process/closed`, decoding every `process/output` chunk as a client
-/// would; the bytes decoded. `record` keeps what was read.
+/// would (with a SIMD base64 decoder, as a client that cares would: with the `base64` crate's
+/// this client alone decoded at ~550 MB/s, below what wexec sends); the bytes decoded.
+/// `record` keeps what was read.
 fn decode_output(stdout: &mut impl BufRead, mut record: Option<&mut Vec<u8>>) -> u64 {
     let mut line = Vec::new();
     let mut decoded = Vec::with_capacity(128 * 1024);
@@ -53,7 +53,9 @@ fn decode_output(stdout: &mut impl BufRead, mut record: Option<&mut Vec<u8>>) ->
             Some("process/output") => {
                 let chunk = message.params.and_then(|p| p.chunk).expect("chunk");
                 decoded.clear();
-                STANDARD.decode_vec(chunk, &mut decoded).expect("base64");
+                base64_simd::STANDARD
+                    .decode_append(chunk, &mut decoded)
+                    .expect("base64");
                 total += decoded.len() as u64;
             }
             Some("process/closed") => return total,

@@ -2,7 +2,8 @@
 //! chunks, the exit and the close; the newest chunks retained within a byte and a count cap.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+
+use bytes::Bytes;
 
 use crate::protocol::OutputStream;
 
@@ -20,7 +21,7 @@ pub struct Chunk {
     /// Its stream.
     pub stream: OutputStream,
     /// Its bytes, shared with readers.
-    pub data: Arc<[u8]>,
+    pub data: Bytes,
 }
 
 /// The log of one process.
@@ -61,7 +62,7 @@ impl Default for OutputLog {
 
 impl OutputLog {
     /// Records a chunk and returns its seq, evicting the oldest chunks beyond the caps.
-    pub fn push_chunk(&mut self, stream: OutputStream, data: Arc<[u8]>) -> u64 {
+    pub fn push_chunk(&mut self, stream: OutputStream, data: Bytes) -> u64 {
         let seq = self.take_seq();
         self.retained_bytes += data.len();
         self.chunks.push_back(Chunk { seq, stream, data });
@@ -159,8 +160,8 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    fn data(text: &str) -> Arc<[u8]> {
-        Arc::from(text.as_bytes())
+    fn data(text: &str) -> Bytes {
+        Bytes::copy_from_slice(text.as_bytes())
     }
 
     #[test]
@@ -201,9 +202,9 @@ mod tests {
     #[test]
     fn retention_keeps_the_newest_within_both_caps() {
         let mut log = OutputLog::default();
-        let big: Arc<[u8]> = Arc::from(vec![0u8; 64 * 1024]);
+        let big = Bytes::from(vec![0u8; 64 * 1024]);
         for _ in 0..20 {
-            log.push_chunk(OutputStream::Stdout, Arc::clone(&big));
+            log.push_chunk(OutputStream::Stdout, big.clone());
         }
         let snapshot = log.read(0, None);
         assert_eq!(snapshot.chunks.len(), 16, "16 × 64 KiB = 1 MiB");

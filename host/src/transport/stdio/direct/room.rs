@@ -58,9 +58,13 @@ impl PipeRoom {
         bytes.div_ceil(self.page) + 1
     }
 
-    /// Whether `bytes` more fit without blocking (written in one `write`).
-    pub fn fits(&mut self, bytes: usize) -> bool {
-        let needed = self.pages_of(bytes as u64);
+    /// Whether writes of these sizes, one after the other, fit without blocking (a write of
+    /// nothing is not made, and takes nothing).
+    pub fn fits_writes(&mut self, writes: &[usize]) -> bool {
+        let needed = (writes.iter())
+            .filter(|&&bytes| bytes > 0)
+            .map(|&bytes| self.pages_of(bytes as u64))
+            .sum::<u64>();
         if self.probed && self.used + needed <= self.pages {
             return true;
         }
@@ -115,6 +119,15 @@ impl Write for Output {
         Ok(written)
     }
 
+    /// One `writev`, counted as the one write it is to the pipe.
+    fn write_vectored(&mut self, parts: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+        let written = self.inner.write_vectored(parts)?;
+        if let Some(room) = &mut self.room {
+            room.wrote(written);
+        }
+        Ok(written)
+    }
+
     fn flush(&mut self) -> std::io::Result<()> {
         self.inner.flush()
     }
@@ -136,7 +149,7 @@ mod tests {
             rustix::fs::fcntl_setfl(&write, rustix::fs::OFlags::NONBLOCK).unwrap();
             let line = vec![b'x'; size];
             let mut writes = 0;
-            while output.room.as_mut().unwrap().fits(size) {
+            while output.room.as_mut().unwrap().fits_writes(&[size]) {
                 // Non-blocking: a write the pipe cannot take whole fails the test.
                 let written = output.write(&line).unwrap();
                 assert_eq!(written, size, "a write of {size} bytes fit only in part");
@@ -158,7 +171,7 @@ mod tests {
         let pages = room.pages as usize;
         let page = room.page as usize;
         let mut output = Output::new(Box::new(write), Some(room));
-        let room = |output: &mut Output, bytes| output.room.as_mut().unwrap().fits(bytes);
+        let room = |output: &mut Output, bytes| output.room.as_mut().unwrap().fits_writes(&[bytes]);
 
         assert!(room(&mut output, (pages - 1) * page), "an empty pipe");
         assert!(
