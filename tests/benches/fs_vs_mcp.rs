@@ -25,6 +25,9 @@
 //! With `CODEX_BIN=<the codex binary of @openai/codex@0.169.0>`, Codex's own exec-server
 //! (`codex exec-server --listen stdio://`, a scratch `HOME`) takes its turns too, for every row
 //! it serves: the 4 KiB read, a 1 MiB read (also measured for wexec then), `environment/status`.
+//!
+//! `cat` takes its turns as well, answering each request with itself: the round trip without
+//! any server work, below which no server's median can go in that placement.
 
 #![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
 
@@ -390,6 +393,21 @@ fn compare(
         (at, rate_at)
     });
 
+    // The floor: `cat`, which answers every request with the request itself at once. What a
+    // round trip costs in this placement without any server work: no server's median is below
+    // it, so no server can lead a peer by more than the peer's median over it.
+    let floor = {
+        peers.push(Peer::spawn(Command::new("cat")));
+        measures.push(Measure {
+            peer: peers.len() - 1,
+            method: "environment/status",
+            params: json!({}),
+            samples: Vec::new(),
+        });
+        pipelined.push(("environment/status", json!({})));
+        (measures.len() - 1, pipelined.len() - 1)
+    };
+
     if let Some(cpu) = client_on {
         pin(cpu);
     }
@@ -433,6 +451,19 @@ fn compare(
             rates[0] / rates[rate_at],
             status.as_secs_f64() / medians[1].as_secs_f64(),
             big.as_secs_f64() / our_big.as_secs_f64(),
+        );
+    }
+    let floor = (medians[floor.0], rates[floor.1]);
+    println!(
+        "  the round-trip floor (`cat` echoing each request): median {:.1} µs sequential, {:.0} req/s pipelined",
+        micros(floor.0),
+        floor.1
+    );
+    if let Some((at, _)) = codex {
+        println!(
+            "  so here no server can lead codex by more than {:.1}x at the 4 KiB median or {:.1}x at environment/status",
+            medians[at].as_secs_f64() / floor.0.as_secs_f64(),
+            medians[at + 1].as_secs_f64() / floor.0.as_secs_f64(),
         );
     }
     let mcp = if baseline { 4 } else { 2 };

@@ -676,3 +676,42 @@ async fn remembered_descriptions_and_environment_follow_their_inputs() {
         );
     }
 }
+
+/// Voluntary context switches of wexec's epoch ticker thread (`wexec-engine`): its wakeups.
+fn ticker_wakeups(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("wexec's threads");
+    for task in tasks {
+        let task = task.expect("a thread").path();
+        let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if name.trim() != "wexec-engine" {
+            continue;
+        }
+        let status = std::fs::read_to_string(task.join("status")).expect("thread status");
+        return (status.lines())
+            .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|count| count.trim().parse().ok())
+            .expect("voluntary_ctxt_switches");
+    }
+    panic!("wexec has no wexec-engine thread");
+}
+
+#[tokio::test]
+async fn an_idle_wexec_wakes_nobody_and_still_stops_a_looping_plugin() {
+    let (server, mut client) = spawn_stdio(&probe_args());
+    client.handshake().await;
+    assert_eq!(client.call("probe/echo", json!(1)).await, json!(1));
+    // A second without a guest call parks the ticker (it ticked 200 times a second before).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let before = ticker_wakeups(server.pid());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let woke = ticker_wakeups(server.pid()) - before;
+    assert!(woke <= 2, "the idle ticker woke {woke} times in a second");
+
+    // A guest entering wakes it: the loop is still stopped at its limit.
+    let began = Instant::now();
+    assert_eq!(
+        client.call_err("probe/spin", json!({})).await,
+        rpc_error(-32603, "plugin probe exceeded its time limit of 700 ms")
+    );
+    assert!(began.elapsed() < Duration::from_secs(3), "stopped in time");
+}

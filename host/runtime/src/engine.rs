@@ -16,6 +16,10 @@ use wasmtime::component::{HasSelf, Linker};
 use super::bindings;
 use super::state::HostState;
 
+mod ticker;
+
+pub use self::ticker::{GuestPresence, Ticker};
+
 /// How often the epoch advances. A guest's time is checked at each tick; a busy guest also
 /// yields its thread back to the async runtime.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
@@ -49,6 +53,8 @@ pub struct Core {
     built: watch::Receiver<Option<Result<Arc<Built>, String>>>,
     /// The build's outcome once seen: later calls read it without a lock.
     seen: Arc<OnceLock<Result<Arc<Built>, String>>>,
+    /// The epoch ticker the stores of this engine count themselves in with.
+    ticker: Arc<Ticker>,
 }
 
 impl Core {
@@ -56,6 +62,8 @@ impl Core {
     /// ticks the epoch afterwards.
     pub fn build(max_memory: usize) -> std::io::Result<Self> {
         let (done, built) = watch::channel(None);
+        let ticker = Arc::new(Ticker::default());
+        let ticking = Arc::clone(&ticker);
         std::thread::Builder::new()
             .name("wexec-engine".into())
             .spawn(move || {
@@ -63,28 +71,35 @@ impl Core {
                 let engine = outcome.as_ref().ok().map(|built| built.engine.clone());
                 done.send_replace(Some(outcome));
                 if let Some(engine) = engine {
-                    tick(&engine);
+                    ticking.run(&engine);
                 }
             })?;
         Ok(Self {
             built,
             seen: Arc::default(),
+            ticker,
         })
     }
 
+    /// The epoch ticker of this core's engine.
+    pub fn ticker(&self) -> &Arc<Ticker> {
+        &self.ticker
+    }
+
     /// Builds a core on this thread and starts its epoch ticker (`wexec plugin inspect`).
-    pub fn build_here(max_memory: usize) -> Result<Built, String> {
+    pub fn build_here(max_memory: usize) -> Result<(Built, Arc<Ticker>), String> {
         let built = Built::new(max_memory)?;
-        let ticking = built.engine.clone();
-        let ticker = std::thread::Builder::new()
+        let ticker = Arc::new(Ticker::default());
+        let ticking = (Arc::clone(&ticker), built.engine.clone());
+        let thread = std::thread::Builder::new()
             .name("wexec-epoch".into())
-            .spawn(move || tick(&ticking));
-        if let Err(err) = ticker {
+            .spawn(move || ticking.0.run(&ticking.1));
+        if let Err(err) = thread {
             tracing::error!(
                 "cannot start the epoch ticker; plugin time limits will not apply: {err}"
             );
         }
-        Ok(built)
+        Ok((built, ticker))
     }
 
     /// The engine and linker, once built; the build's error if it failed.
@@ -136,12 +151,4 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
     Ok(linker)
-}
-
-/// Advances `engine`'s epoch every [`EPOCH_TICK`], for as long as wexec runs.
-fn tick(engine: &Engine) {
-    loop {
-        std::thread::sleep(EPOCH_TICK);
-        engine.increment_epoch();
-    }
 }

@@ -51,7 +51,7 @@ pub struct Described {
 /// Inspects `bytes` (from `origin`, for messages).
 pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadError> {
     let limits = Limits::default();
-    let built = Core::build_here(limits.memory_bytes).map_err(LoadError::Engine)?;
+    let (built, ticker) = Core::build_here(limits.memory_bytes).map_err(LoadError::Engine)?;
     let (engine, linker) = (&built.engine, &built.linker);
     let component = match Component::new(engine, &bytes) {
         Ok(component) => component,
@@ -90,6 +90,7 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
         facts: Arc::new(EnvironmentFacts::gather()),
         plugins: Mutex::new(Vec::new()),
         http: crate::net::Client::default(),
+        ticker,
     });
     let spec = PluginSpec {
         origin: origin.to_owned(),

@@ -150,6 +150,7 @@ impl Runtime {
             facts,
             plugins: Mutex::new(Vec::new()),
             http: net::Client::default(),
+            ticker: Arc::clone(core.ticker()),
         });
         let hidden = cache
             .iter()

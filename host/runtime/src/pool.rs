@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use wasmtime::{Engine, Store, UpdateDeadline};
+use wasmtime::{CallHook, Engine, Store, UpdateDeadline};
 
 use crate::bindings;
 use crate::bindings::exports::wexec::plugin::handler::PluginInfo;
@@ -85,6 +85,16 @@ pub(crate) fn new_store(
 ) -> Store<HostState> {
     let mut store = Store::new(engine, HostState::new(plugin, shared));
     store.limiter(|state| &mut state.limiter);
+    // Every way into guest code passes here, so the epoch ticker runs whenever a guest may.
+    store.call_hook(|mut context, hook| {
+        let presence = &mut context.data_mut().presence;
+        match hook {
+            CallHook::CallingWasm => presence.enter(),
+            CallHook::ReturningFromWasm => presence.leave(),
+            CallHook::CallingHost | CallHook::ReturningFromHost => {}
+        }
+        Ok(())
+    });
     // Checked every tick while guest code runs: trap once the guest's own time is used up,
     // else yield so a busy guest never holds an executor thread. A call that has barely begun
     // runs on to the next tick instead: yielding it would only put it behind every queued

@@ -62,6 +62,8 @@ pub struct Shared {
     pub plugins: Mutex<Vec<PluginSummary>>,
     /// The HTTP client.
     pub http: net::Client,
+    /// The epoch ticker every store counts its guest's calls in with.
+    pub ticker: Arc<crate::engine::Ticker>,
 }
 
 /// What the capabilities need to know about the call in progress.
@@ -97,6 +99,8 @@ pub struct HostState {
     pub contents_held: u64,
     /// What the current call has logged.
     pub log: LogBudget,
+    /// Keeps the epoch ticker running while this store's guest is inside a call.
+    pub presence: crate::engine::GuestPresence,
 }
 
 impl HostState {
@@ -115,6 +119,7 @@ impl HostState {
             },
             clock: CallClock::new(plugin.limits.time),
             plugin,
+            presence: crate::engine::GuestPresence::new(Arc::clone(&shared.ticker)),
             shared,
             call: None,
             contents_held: 0,
