@@ -7,7 +7,6 @@
 //! (`linked.rs`).
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use tokio::sync::watch;
 use wasmtime::Engine;
@@ -16,13 +15,7 @@ use wasmtime::component::{HasSelf, Linker};
 use super::bindings;
 use super::state::HostState;
 
-mod ticker;
-
-pub use self::ticker::{GuestPresence, Ticker};
-
-/// How often the epoch advances. A guest's time is checked at each tick; a busy guest also
-/// yields its thread back to the async runtime.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+use crate::ticker::Ticker;
 
 /// Plugin instances alive at once across all sessions (pooling allocator slots).
 const INSTANCE_SLOTS: u32 = 1_000;

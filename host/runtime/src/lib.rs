@@ -32,6 +32,7 @@ pub mod rules;
 mod spec;
 mod state;
 pub mod threads;
+mod ticker;
 mod watch;
 
 use std::collections::HashMap;
@@ -57,8 +58,8 @@ pub use self::pool::{IDLE_INSTANCES_PER_PLUGIN, InstancePool};
 pub use self::spec::{CONTRACT_VERSION, LoadError, PluginSpec, read_plugin_file};
 pub use self::state::{CallContext, Shared};
 
-pub use self::engine::EPOCH_TICK;
 pub use self::facts::VERSION;
+pub use self::ticker::EPOCH_TICK;
 
 /// The plugins in service, swapped whole by a reload.
 #[derive(Default)]

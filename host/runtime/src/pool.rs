@@ -7,10 +7,10 @@ use wasmtime::{CallHook, Engine, Store, UpdateDeadline};
 
 use crate::bindings;
 use crate::bindings::exports::wexec::plugin::handler::PluginInfo;
-use crate::engine::EPOCH_TICK;
 use crate::plugin::LoadedPlugin;
 use crate::spec::PluginSpec;
 use crate::state::{Granted, HostState, Shared};
+use crate::ticker::EPOCH_TICK;
 
 /// Idle instances a session keeps per plugin.
 pub const IDLE_INSTANCES_PER_PLUGIN: usize = 4;

@@ -63,7 +63,7 @@ pub struct Shared {
     /// The HTTP client.
     pub http: net::Client,
     /// The epoch ticker every store counts its guest's calls in with.
-    pub ticker: Arc<crate::engine::Ticker>,
+    pub ticker: Arc<crate::ticker::Ticker>,
 }
 
 /// What the capabilities need to know about the call in progress.
@@ -100,7 +100,7 @@ pub struct HostState {
     /// What the current call has logged.
     pub log: LogBudget,
     /// Keeps the epoch ticker running while this store's guest is inside a call.
-    pub presence: crate::engine::GuestPresence,
+    pub presence: crate::ticker::GuestPresence,
 }
 
 impl HostState {
@@ -119,7 +119,7 @@ impl HostState {
             },
             clock: CallClock::new(plugin.limits.time),
             plugin,
-            presence: crate::engine::GuestPresence::new(Arc::clone(&shared.ticker)),
+            presence: crate::ticker::GuestPresence::new(Arc::clone(&shared.ticker)),
             shared,
             call: None,
             contents_held: 0,

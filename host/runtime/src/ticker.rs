@@ -16,7 +16,9 @@ use std::thread::Thread;
 
 use wasmtime::Engine;
 
-use super::EPOCH_TICK;
+/// How often the epoch advances. A guest's time is checked at each tick; a busy guest also
+/// yields its thread back to the async runtime.
+pub const EPOCH_TICK: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Ticks without a guest call before the ticker parks: a second.
 const IDLE_TICKS: u32 = 200;
