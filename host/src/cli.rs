@@ -228,15 +228,7 @@ impl ReloadSource {
     /// Files whose change triggers a reload: the config, the plugins it lists (as it lists
     /// them now), and `--plugin` files.
     pub fn watched_files(&self) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = self.options.config.iter().cloned().collect();
-        files.extend(self.options.plugins.iter().cloned());
-        if let Some(config) = &self.options.config {
-            let defaults = Limits::default();
-            if let Ok(plugins) = crate::config::load(config, defaults) {
-                files.extend(plugins.into_iter().map(|plugin| plugin.file));
-            }
-        }
-        files
+        self.options.own_files()
     }
 }
 
@@ -443,6 +435,20 @@ impl Options {
         })
     }
 
+    /// The files wexec's behaviour comes from: the config, the plugins it lists (as it lists
+    /// them now), and `--plugin` files.
+    fn own_files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self.config.iter().cloned().collect();
+        files.extend(self.plugins.iter().cloned());
+        if let Some(config) = &self.config {
+            let defaults = Limits::default();
+            if let Ok(plugins) = crate::config::load(config, defaults) {
+                files.extend(plugins.into_iter().map(|plugin| plugin.file));
+            }
+        }
+        files
+    }
+
     /// The bundled plugins, `--plugin` files (no grants), then `--config` plugins.
     fn plugin_specs(
         &self,
@@ -540,8 +546,19 @@ impl Options {
             readable,
             process_network: self.process_network || config.process_network == Some(true),
             processes: !self.no_processes && config.processes != Some(false),
-            // Filled in once the runtime has opened its compile cache.
-            protected: Vec::new(),
+            // wexec's own files: a process (or a plugin) that rewrote the config or a plugin
+            // would choose what the next start or reload runs. The compile cache joins them
+            // once the runtime has opened it.
+            protected: self
+                .own_files()
+                .iter()
+                .map(|file| crate::sandbox::canonical(file))
+                .collect(),
+            secrets: self
+                .ws_token_file
+                .iter()
+                .map(|file| crate::sandbox::canonical(file))
+                .collect(),
         })
     }
 

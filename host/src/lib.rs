@@ -88,9 +88,12 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         let failed = Arc::clone(&server);
         let serve = async move {
             match listen {
-                Listen::Stdio => server::serve_stdio(server, shutdown)
-                    .await
-                    .map_err(RunError::Stdio),
+                Listen::Stdio => {
+                    process::supervisor::guard_listeners(&[]);
+                    server::serve_stdio(server, shutdown)
+                        .await
+                        .map_err(RunError::Stdio)
+                }
                 Listen::WebSocket(addr) => {
                     server::serve_websocket(server, addr, credential, shutdown)
                         .await

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 pub use ceiling::{Ceiling, Mode};
 pub use placeholders::{Held, hold, release_all};
-pub use request::request_rules;
+pub use request::{request_rules, too_many_entries};
 
 use self::confinement::{Confinement, Layer, LayerAccess};
 use crate::protocol::sandbox::SandboxContext;
@@ -72,7 +72,8 @@ pub fn process_policy(
     if kernel::available().is_err() {
         return Err(RpcError::invalid_params(REFUSAL));
     }
-    let layers = with_git_directories(layers);
+    let layers = guarded(layers, &ceiling.protected, &ceiling.secrets);
+    let layers = with_git_directories(layers)?;
     let placeholders = placeholders_for(&layers)?;
     Ok(ProcessPolicy {
         sandbox_type,
@@ -96,33 +97,70 @@ pub fn process_policy(
     })
 }
 
+/// `layers` with wexec's own state out of reach, whatever the ceiling's mode and the request
+/// say: `protected` paths at most readable, `secrets` hidden. Applied to every confined
+/// process (an unconfined one runs with wexec's rights, by the operator's choice).
+fn guarded(
+    layers: Vec<(PathBuf, Level)>,
+    protected: &[PathBuf],
+    secrets: &[PathBuf],
+) -> Vec<(PathBuf, Level)> {
+    if protected.is_empty() && secrets.is_empty() {
+        return layers;
+    }
+    let mut effective = rules::Rules::default();
+    for (path, level) in layers {
+        effective.add(path, level);
+    }
+    let mut cap = rules::Rules::full();
+    for path in protected {
+        cap.add(path.clone(), Level::Read);
+    }
+    for path in secrets {
+        cap.add(path.clone(), Level::Hidden);
+    }
+    rules::layers(&effective, &cap)
+}
+
+/// Bytes of a `.git` file read for its `gitdir:` line (git writes one short line).
+const GIT_FILE_BYTES: u64 = 4096;
+
 /// A protected `.git` that is a file pointing elsewhere (`gitdir: <dir>`, a worktree or a
 /// separate git dir) protects that directory too, as Codex does: its hooks run on the host.
-fn with_git_directories(mut layers: Vec<(PathBuf, Level)>) -> Vec<(PathBuf, Level)> {
+/// A pointer through a symbolic link the process could re-point (one inside a writable layer)
+/// is refused: protecting where the link leads today would not hold tomorrow's target.
+fn with_git_directories(
+    mut layers: Vec<(PathBuf, Level)>,
+) -> Result<Vec<(PathBuf, Level)>, RpcError> {
     let mut extra = Vec::new();
+    let view = || {
+        let mut view = rules::Rules::default();
+        for (path, level) in &layers {
+            view.add(path.clone(), *level);
+        }
+        view
+    };
+    let mut writable: Option<rules::Rules> = None;
     for (path, level) in &layers {
         if *level != Level::Read || path.file_name().is_none_or(|name| name != ".git") {
             continue;
         }
-        // Usually a directory, or absent: one `stat` says so.
-        if !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
-            continue;
-        }
-        let Ok(text) = std::fs::read_to_string(path) else {
-            continue;
-        };
-        let Some(target) = text
-            .lines()
-            .next()
-            .and_then(|line| line.strip_prefix("gitdir:"))
-        else {
+        let Some(target) = git_file_target(path) else {
             continue;
         };
         let base = path.parent().unwrap_or(Path::new("/"));
-        extra.push((canonical(&base.join(target.trim())), Level::Read));
+        let target = base.join(target);
+        let view = writable.get_or_insert_with(view);
+        if links_on_the_way(&target).iter().any(|link| {
+            link.parent()
+                .is_some_and(|dir| view.level(dir) == Level::Write)
+        }) {
+            return Err(RpcError::invalid_params(REFUSAL));
+        }
+        extra.push((canonical(&target), Level::Read));
     }
     if extra.is_empty() {
-        return layers;
+        return Ok(layers);
     }
     layers.extend(extra);
     layers.sort_by(|a, b| (a.0.components().count(), &a.0).cmp(&(b.0.components().count(), &b.0)));
@@ -134,7 +172,67 @@ fn with_git_directories(mut layers: Vec<(PathBuf, Level)>) -> Vec<(PathBuf, Leve
         }
         same
     });
-    layers
+    Ok(layers)
+}
+
+/// The `gitdir:` of a `.git` that is a regular file (usually it is a directory, or absent: one
+/// `lstat` says so); only its first [`GIT_FILE_BYTES`] are read, whatever its size.
+fn git_file_target(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file()) {
+        return None;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let mut text = Vec::new();
+    file.take(GIT_FILE_BYTES).read_to_end(&mut text).ok()?;
+    let text = String::from_utf8_lossy(&text);
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    (!target.is_empty()).then(|| target.to_owned())
+}
+
+/// The symbolic links met resolving `path` (absolute), each as the path where it lies.
+fn links_on_the_way(path: &Path) -> Vec<PathBuf> {
+    // Components still to walk, the next last.
+    fn pending_of(path: &Path) -> impl Iterator<Item = std::ffi::OsString> {
+        let parts: Vec<_> = path
+            .components()
+            .filter_map(|part| match part {
+                std::path::Component::Normal(name) => Some(name.to_os_string()),
+                std::path::Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect();
+        parts.into_iter().rev()
+    }
+    let mut links = Vec::new();
+    let mut resolved = PathBuf::from("/");
+    let mut pending: Vec<_> = pending_of(path).collect();
+    // Bounded as the kernel bounds a lookup.
+    let mut budget = 40;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            resolved.pop();
+            continue;
+        }
+        let here = resolved.join(&name);
+        match std::fs::read_link(&here) {
+            Ok(target) if budget > 0 => {
+                budget -= 1;
+                links.push(here);
+                if target.is_absolute() {
+                    resolved = PathBuf::from("/");
+                }
+                pending.extend(pending_of(&target));
+            }
+            _ => resolved = here,
+        }
+    }
+    links
 }
 
 /// Missing paths that must stay unwritable inside a writable one: each gets an empty
@@ -222,4 +320,61 @@ pub fn canonical(path: &Path) -> PathBuf {
         }
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(layers: &[(PathBuf, Level)], path: &str) -> Level {
+        let mut rules = rules::Rules::default();
+        for (path, level) in layers {
+            rules.add(path.clone(), *level);
+        }
+        rules.level(Path::new(path))
+    }
+
+    #[test]
+    fn wexec_s_own_files_are_never_writable_and_secrets_never_readable() {
+        let cache = PathBuf::from("/home/a/.cache/wexec");
+        let config = PathBuf::from("/home/a/deploy/wexec.toml");
+        let token = PathBuf::from("/home/a/token");
+        // A writable home (the ceiling's or a request's), and a writable root inside the cache.
+        let layers = vec![
+            (PathBuf::from("/"), Level::Read),
+            (PathBuf::from("/home/a"), Level::Write),
+            (PathBuf::from("/home/a/.cache/wexec/x"), Level::Write),
+        ];
+        let kept = guarded(layers.clone(), &[cache.clone(), config.clone()], &[token]);
+        assert_eq!(level(&kept, "/home/a/.cache/wexec/k.cwasm"), Level::Read);
+        assert_eq!(level(&kept, "/home/a/.cache/wexec/x/y"), Level::Read);
+        assert_eq!(level(&kept, "/home/a/deploy/wexec.toml"), Level::Read);
+        assert_eq!(level(&kept, "/home/a/token"), Level::Hidden);
+        assert_eq!(level(&kept, "/home/a/notes"), Level::Write);
+        assert_eq!(level(&kept, "/etc/passwd"), Level::Read);
+        // Nothing to guard: the layers as they were.
+        assert_eq!(guarded(layers.clone(), &[], &[]), layers);
+    }
+
+    #[test]
+    fn links_on_the_way_are_found_wherever_they_lie() {
+        let base = std::env::temp_dir().join(format!("wexec-links-{}", std::process::id()));
+        std::fs::create_dir_all(base.join("store/gd")).unwrap();
+        std::os::unix::fs::symlink("store", base.join("link")).unwrap();
+        std::os::unix::fs::symlink(base.join("link"), base.join("abs")).unwrap();
+        let base = canonical(&base);
+        assert_eq!(
+            links_on_the_way(&base.join("store/gd")),
+            Vec::<PathBuf>::new()
+        );
+        assert_eq!(
+            links_on_the_way(&base.join("link/gd")),
+            vec![base.join("link")]
+        );
+        assert_eq!(
+            links_on_the_way(&base.join("abs/gd")),
+            vec![base.join("abs"), base.join("link")]
+        );
+        std::fs::remove_dir_all(&base).unwrap();
+    }
 }

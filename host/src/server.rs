@@ -75,10 +75,18 @@ impl ServerState {
             (true, crate::sandbox::Mode::WorkspaceWrite) => ceiling.writable.clone(),
             _ => Vec::new(),
         };
-        let runtime = Runtime::load(settings.plugins, environment, &writable).await?;
+        // No plugin reaches wexec's own files either.
+        let own: Vec<_> = ceiling
+            .protected
+            .iter()
+            .chain(&ceiling.secrets)
+            .cloned()
+            .collect();
+        let runtime = Runtime::load(settings.plugins, environment, &writable, &own).await?;
         let environment_info = Self::query_environment_info(&runtime).await?;
         let limits = settings.limits;
-        let protected = runtime.hidden().to_vec();
+        let mut protected = settings.ceiling.protected.clone();
+        protected.extend(runtime.cache_dir().map(std::path::Path::to_path_buf));
         let server = Arc::new(Self {
             sessions: SessionRegistry::new(settings.detach_ttl, limits),
             inbound: InboundBudget::new(limits.inbound_bytes),
@@ -223,6 +231,8 @@ pub async fn serve_websocket(
     let bound = listener
         .local_addr()
         .map_err(|source| ListenError::Bind { addr, source })?;
+    // Before anyone can connect: no confined process may reach the listener.
+    crate::process::supervisor::guard_listeners(&[bound.port()]);
     announce(&format!("ws://{bound}"));
     tracing::info!("listening on ws://{bound}");
     let credential = credential.map(Arc::new);

@@ -681,14 +681,25 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
     // Warm up lazily created runtime state (blocking threads, reaper registrations) first.
     run_batch(&mut client, "warm", 4).await;
     // wexec's one lasting child: the process supervisor's zygote, whose children are the
-    // helpers, each gone (its control socket closed) once its process has ended, and the
-    // spare helpers waiting for the next starts (childless): two of each kind (unconfined,
-    // confined, confined with network).
+    // helpers, each gone (its control socket closed) once its process has ended, the spare
+    // helpers waiting for the next starts (childless), two unconfined and two confined, and
+    // the zygote of the confined-with-network kind, with its own two spares.
     let zygote = children(pid);
     assert_eq!(zygote.len(), 1, "{zygote:?}");
     let only_spares = |zygote: u32| {
         let helpers = children(zygote);
-        helpers.len() == 6 && helpers.iter().all(|&helper| children(helper).is_empty())
+        let (parents, spares): (Vec<u32>, Vec<u32>) = helpers
+            .iter()
+            .partition(|&&helper| !children(helper).is_empty());
+        let [network] = parents[..] else {
+            return false;
+        };
+        let network_spares = children(network);
+        spares.len() == 4
+            && network_spares.len() == 2
+            && network_spares
+                .iter()
+                .all(|&spare| children(spare).is_empty())
     };
     let settled = Instant::now() + Duration::from_secs(5);
     while !only_spares(zygote[0]) && Instant::now() < settled {

@@ -33,6 +33,10 @@ pub const MAX_WALK_DIRECTORIES: u64 = 10_000;
 /// Most entries one `fs/walk` examines (`options.maxEntries`).
 pub const MAX_WALK_ENTRIES: u64 = 50_000;
 
+/// Most filesystem entries of one request's `sandbox` (all of a `capabilityRoots/discoverV1`'s
+/// sandboxes together): Codex sends a few dozen; each costs the policy work with every other.
+pub const MAX_SANDBOX_ENTRIES: usize = 256;
+
 /// Most `missing` paths one `fs/watchMissing` may watch (duplicates count).
 pub const MAX_WATCH_PATHS: usize = 64;
 

@@ -23,6 +23,19 @@ pub struct SandboxContext {
     pub windows_sandbox_level: WindowsSandboxLevel,
 }
 
+impl SandboxContext {
+    /// How many filesystem entries it holds (0 unless restricted).
+    pub fn entry_count(&self) -> usize {
+        match &self.permissions {
+            Permissions::Managed {
+                file_system: FileSystemPermissions::Restricted { entries },
+                ..
+            } => entries.len(),
+            _ => 0,
+        }
+    }
+}
+
 /// `policyContext`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -47,9 +47,13 @@ pub struct OpenRoot {
     depth: usize,
     writable: bool,
     dir: Dir,
-    /// Directories inside the root that are never exposed (wexec's own compile cache),
-    /// relative to it: a path resolving into one is outside the roots, and listings omit it.
+    /// Paths inside the root that are never exposed (wexec's own compile cache, config and
+    /// plugin files), relative to it: a path resolving into one is outside the roots, and
+    /// listings omit it.
     hidden: Vec<PathBuf>,
+    /// Read-only roots nested inside this one, relative to it: a path of this root that
+    /// resolves into one (through a symlink) is read-only there too.
+    read_only_inside: Vec<PathBuf>,
 }
 
 impl OpenRoot {
@@ -85,6 +89,13 @@ impl Roots {
     /// Opens every granted root; `hidden` (absolute, canonical) directories inside them are
     /// never exposed.
     pub fn open(roots: &[FsRoot], hidden: &[PathBuf]) -> io::Result<Self> {
+        let inside = |root: &FsRoot, paths: &mut dyn Iterator<Item = &PathBuf>| -> Vec<PathBuf> {
+            paths
+                .filter_map(|path| path.strip_prefix(&root.path).ok())
+                .filter(|relative| !relative.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .collect()
+        };
         roots
             .iter()
             .map(|root| {
@@ -93,12 +104,14 @@ impl Roots {
                     depth: root.path.components().count(),
                     writable: root.writable,
                     dir: Dir::open_ambient_dir(&root.path, ambient_authority())?,
-                    hidden: hidden
-                        .iter()
-                        .filter_map(|dir| dir.strip_prefix(&root.path).ok())
-                        .filter(|relative| !relative.as_os_str().is_empty())
-                        .map(Path::to_path_buf)
-                        .collect(),
+                    hidden: inside(root, &mut hidden.iter()),
+                    read_only_inside: inside(
+                        root,
+                        &mut roots
+                            .iter()
+                            .filter(|other| !other.writable)
+                            .map(|other| &other.path),
+                    ),
                 })
             })
             .collect::<io::Result<Vec<_>>>()
@@ -107,9 +120,16 @@ impl Roots {
 }
 
 impl resolve::Resolved<'_> {
-    /// Refuses writes under a read-only root, and to a directory leading to a hidden one.
+    /// Refuses writes under a read-only root (also one this path reached through a symlink
+    /// from a writable root it is nested in), and to a directory leading to a hidden path.
     fn writable(&self) -> Result<(), Error> {
-        if !self.root.writable {
+        // Inside a nested read-only root, or leading to one (a recursive remove would empty it).
+        let read_only = !self.root.writable
+            || (!self.is_root()
+                && self.root.read_only_inside.iter().any(|nested| {
+                    self.relative.starts_with(nested) || nested.starts_with(&self.relative)
+                }));
+        if read_only {
             return Err(Error {
                 kind: ErrorKind::Denied,
                 message: format!("path `{}` is in a read-only root", self.original),
@@ -119,7 +139,7 @@ impl resolve::Resolved<'_> {
             return Err(Error {
                 kind: ErrorKind::Denied,
                 message: format!(
-                    "path `{}` holds wexec's compile cache and cannot be changed",
+                    "path `{}` holds wexec's own files (its compile cache, config or plugins) and cannot be changed",
                     self.original
                 ),
             });
@@ -348,6 +368,63 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind, ErrorKind::OutsideRoots);
         assert!(!base.join("created").exists());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn a_read_only_root_nested_in_a_writable_one_stays_read_only_through_links() {
+        let base = std::env::temp_dir().join(format!("wexec-fs-nested-{}", std::process::id()));
+        let (outer, inner) = (base.join("a"), base.join("a/b/ro"));
+        std::fs::create_dir_all(&inner).unwrap();
+        std::fs::write(inner.join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink("b/ro", outer.join("dirlink")).unwrap();
+        std::os::unix::fs::symlink("b/ro/secret", outer.join("filelink")).unwrap();
+        let roots = Roots::open(
+            &[
+                FsRoot {
+                    path: outer.clone(),
+                    writable: true,
+                },
+                FsRoot {
+                    path: inner.clone(),
+                    writable: false,
+                },
+            ],
+            &[],
+        )
+        .unwrap();
+        let outer = outer.display().to_string();
+        let refused = |result: Result<(), Error>, what: &str| {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind, ErrorKind::Denied, "{what}: {}", err.message);
+            assert!(
+                err.message.contains("read-only root"),
+                "{what}: {}",
+                err.message
+            );
+        };
+        let write = |path: &str| roots.write_file(path, b"x", true, None);
+        refused(
+            write(&format!("{outer}/dirlink/secret")),
+            "through a directory link",
+        );
+        refused(
+            write(&format!("{outer}/dirlink/new")),
+            "a new file through a link",
+        );
+        refused(write(&format!("{outer}/filelink")), "through a file link");
+        refused(
+            roots.remove(&format!("{outer}/dirlink/secret"), false, false, None),
+            "a remove through a link",
+        );
+        refused(
+            roots.remove(&format!("{outer}/b"), true, false, None),
+            "a recursive remove of the nested root's parent",
+        );
+        assert_eq!(std::fs::read(inner.join("secret")).unwrap(), b"s");
+        assert!(!inner.join("new").exists());
+        // The writable root itself is still writable around it.
+        write(&format!("{outer}/b/other")).unwrap();
         std::fs::remove_dir_all(&base).unwrap();
     }
 }

@@ -104,6 +104,7 @@ impl Runtime {
         specs: Vec<PluginSpec>,
         facts: Arc<EnvironmentFacts>,
         writable_by_processes: &[std::path::PathBuf],
+        also_hidden: &[std::path::PathBuf],
     ) -> Result<Self, LoadError> {
         let max_memory = specs
             .iter()
@@ -156,6 +157,7 @@ impl Runtime {
         let hidden = cache
             .iter()
             .map(|cache| cache.dir().to_path_buf())
+            .chain(also_hidden.iter().cloned())
             .collect();
         let runtime = Self {
             linking: Linking {
@@ -349,9 +351,15 @@ impl Runtime {
         }
     }
 
-    /// Directories no plugin may reach and no process may write: the compile cache.
+    /// Paths no plugin may reach: the compile cache (no process may write it either), and what
+    /// [`Runtime::load`] was given.
     pub fn hidden(&self) -> &[std::path::PathBuf] {
         &self.hidden
+    }
+
+    /// The compile cache's directory, if there is one.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.linking.cache.as_ref().map(|cache| cache.dir())
     }
 
     /// The plugin serving `method`, if any.

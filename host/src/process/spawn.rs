@@ -159,14 +159,17 @@ pub async fn probe() -> Result<(), crate::sandbox::kernel::Unavailable> {
                 format!("its probe ended with {other:?}"),
             )),
         },
-        Err(err) => match err
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<supervisor::SandboxSetupError>())
-        {
+        Err(err) => match setup_failure(&err) {
             Some(setup) => Err(unavailable(&setup.mechanism, setup.source.to_string())),
             None => Err(unavailable("the process supervisor", err.to_string())),
         },
     }
+}
+
+/// The confinement step that failed, when `err` is a start that failed so.
+pub fn setup_failure(err: &io::Error) -> Option<&supervisor::SandboxSetupError> {
+    err.get_ref()
+        .and_then(|inner| inner.downcast_ref::<supervisor::SandboxSetupError>())
 }
 
 /// A pipe (read end, write end), both close-on-exec.

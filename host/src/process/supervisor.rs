@@ -14,6 +14,7 @@ mod child;
 mod confine;
 mod exec;
 mod helper;
+mod ports;
 pub mod wire;
 mod zygote;
 
@@ -30,6 +31,9 @@ use self::wire::{Launch, Report};
 
 /// wexec's ends of the zygote's sockets, one per [`helper::Kind`].
 static ZYGOTE: OnceLock<[Mutex<OwnedFd>; 3]> = OnceLock::new();
+
+/// Where wexec tells the zygote the ports it listens on ([`guard_listeners`]), once.
+static LISTENERS: Mutex<Option<OwnedFd>> = Mutex::new(None);
 
 /// Why the supervisor could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -58,15 +62,44 @@ pub fn start() -> Result<(), StartError> {
         .map_err(std::io::Error::from)
     };
     let pairs = [pair()?, pair()?, pair()?];
+    let (listeners, tell) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
     match child::fork() {
-        Some(0) => zygote::serve(pairs.map(|(ours, theirs)| {
-            drop(ours);
-            theirs
-        })),
-        Some(_) => ZYGOTE
-            .set(pairs.map(|(ours, _)| Mutex::new(ours)))
-            .map_err(|_| StartError::Misplaced),
+        Some(0) => {
+            drop(tell);
+            zygote::serve(
+                pairs.map(|(ours, theirs)| {
+                    drop(ours);
+                    theirs
+                }),
+                listeners,
+            )
+        }
+        Some(_) => {
+            *LISTENERS.lock().unwrap_or_else(PoisonError::into_inner) = Some(tell);
+            ZYGOTE
+                .set(pairs.map(|(ours, _)| Mutex::new(ours)))
+                .map_err(|_| StartError::Misplaced)
+        }
         None => Err(StartError::Os(std::io::Error::last_os_error())),
+    }
+}
+
+/// Tells the supervisor the TCP ports wexec listens on (none over stdio), so that no confined
+/// process with network can connect to them ([`ports`]). Confined starts with network wait
+/// for it; the first call counts.
+pub fn guard_listeners(listening: &[u16]) {
+    let Some(tell) = LISTENERS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    else {
+        return;
+    };
+    let mut line: String = listening.iter().map(|port| format!("{port} ")).collect();
+    line.push('\n');
+    if let Err(err) = std::io::Write::write_all(&mut std::fs::File::from(tell), line.as_bytes()) {
+        tracing::warn!("cannot tell the process supervisor wexec's ports: {err}");
     }
 }
 

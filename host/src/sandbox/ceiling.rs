@@ -55,9 +55,12 @@ pub struct Ceiling {
     pub process_network: bool,
     /// `false` with `--no-processes`.
     pub processes: bool,
-    /// Canonical directories no process may write whatever the roots say: wexec's compile cache,
-    /// whose artifacts are native code wexec runs (docs/sandbox.md, "What is protected").
+    /// Canonical paths no confined process may write whatever the roots and the request say:
+    /// wexec's own state — its compile cache (native code wexec runs), its config file and the
+    /// plugin files it loads (docs/sandbox.md, "What is protected").
     pub protected: Vec<PathBuf>,
+    /// Canonical paths no confined process may read either: the WebSocket token file.
+    pub secrets: Vec<PathBuf>,
 }
 
 impl Default for Ceiling {
@@ -69,6 +72,7 @@ impl Default for Ceiling {
             process_network: false,
             processes: true,
             protected: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -99,63 +103,10 @@ impl Ceiling {
             }
         }
         if self.mode == Mode::WorkspaceWrite {
-            // A writable root inside a protected directory (or the directory itself) is only
-            // readable: on one path Write would beat Read.
-            let protects = |path: &PathBuf| self.protected.iter().any(|dir| path.starts_with(dir));
             for path in &self.writable {
-                let level = if protects(path) {
-                    Level::Read
-                } else {
-                    Level::Write
-                };
-                rules.add(path.clone(), level);
-            }
-            // Read-only inside a writable root; left as the rest where nothing made it writable.
-            for path in &self.protected {
-                if self
-                    .writable
-                    .iter()
-                    .any(|root| path.starts_with(root) && root != path)
-                {
-                    rules.add(path.clone(), Level::Read);
-                }
+                rules.add(path.clone(), Level::Write);
             }
         }
         rules
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-
-    #[test]
-    fn a_protected_directory_is_never_writable_whatever_the_writable_roots() {
-        let cache = PathBuf::from("/home/a/.cache/wexec");
-        for writable in ["/home/a", "/home/a/.cache/wexec", "/home/a/.cache/wexec/x"] {
-            let ceiling = Ceiling {
-                writable: vec![PathBuf::from(writable)],
-                protected: vec![cache.clone()],
-                ..Ceiling::default()
-            };
-            let rules = ceiling.rules();
-            assert_eq!(
-                rules.level(&cache.join("k.cwasm")),
-                Level::Read,
-                "{writable}"
-            );
-            assert_eq!(rules.level(&cache.join("x/y")), Level::Read, "{writable}");
-        }
-        let ceiling = Ceiling {
-            writable: vec![PathBuf::from("/home/a")],
-            protected: vec![cache],
-            ..Ceiling::default()
-        };
-        assert_eq!(
-            ceiling.rules().level(Path::new("/home/a/notes")),
-            Level::Write
-        );
     }
 }

@@ -38,6 +38,7 @@ pub fn request_rules(
         None | Some(FileSystemPermissions::Unrestricted) => return Ok((Rules::full(), network)),
         Some(FileSystemPermissions::Restricted { entries }) => entries,
     };
+    too_many_entries(entries.len())?;
     let parse =
         |uri: &str| path_uri::parse(uri).map_err(|err| RpcError::invalid_params(err.to_string()));
     let base = match context
@@ -109,6 +110,18 @@ pub fn request_rules(
         }
     }
     Ok((rules, network))
+}
+
+/// Refuses a request whose sandboxes hold more than
+/// [`MAX_SANDBOX_ENTRIES`](crate::protocol::limits::MAX_SANDBOX_ENTRIES) entries in all.
+pub fn too_many_entries(count: usize) -> Result<(), RpcError> {
+    use crate::protocol::limits::MAX_SANDBOX_ENTRIES;
+    if count > MAX_SANDBOX_ENTRIES {
+        return Err(RpcError::invalid_params(format!(
+            "sandbox has {count} filesystem entries; the limit is {MAX_SANDBOX_ENTRIES}"
+        )));
+    }
+    Ok(())
 }
 
 /// `base` canonical, resolved once per request (`seen` keeps what was).

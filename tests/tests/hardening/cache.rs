@@ -133,7 +133,7 @@ async fn the_directories_leading_to_the_compile_cache_cannot_be_removed_or_repla
     let denied = rpc_error(
         -32600,
         &format!(
-            "path `{}` holds wexec's compile cache and cannot be changed",
+            "path `{}` holds wexec's own files (its compile cache, config or plugins) and cannot be changed",
             cache_home.display()
         ),
     );
@@ -175,7 +175,9 @@ async fn the_directories_leading_to_the_compile_cache_cannot_be_removed_or_repla
             .await,
         rpc_error(
             -32600,
-            &format!("path `{via_link}` holds wexec's compile cache and cannot be changed")
+            &format!(
+                "path `{via_link}` holds wexec's own files (its compile cache, config or plugins) and cannot be changed"
+            )
         )
     );
     assert!(artifact.is_file(), "the cache is intact");

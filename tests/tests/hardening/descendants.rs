@@ -132,3 +132,99 @@ async fn the_whole_tree_ends_when_a_detached_session_expires() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     all_gone(&pids, "session expiry").await;
 }
+
+/// Every process below `pid`, as `(pid, state)`, from the `children` files.
+fn tree_of(pid: u32) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let mut pending = vec![pid];
+    while let Some(pid) = pending.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let children =
+                std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+            {
+                let state = std::fs::read_to_string(format!("/proc/{child}/stat"))
+                    .ok()
+                    .and_then(|stat| {
+                        Some(
+                            stat.rsplit_once(')')?
+                                .1
+                                .split_whitespace()
+                                .next()?
+                                .to_owned(),
+                        )
+                    })
+                    .unwrap_or_default();
+                found.push((child, state));
+                pending.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// Processes whose command line contains `marker`.
+fn marked(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains(marker))
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// An unconfined program's orphans are reaped as they end, not when it does (400 of them
+/// used to wait as zombies, and a long-lived program could fill the process table); and a
+/// descendant that keeps forking and exiting — a new pid each time — is caught when wexec is
+/// killed (its helper used to chase it through all of `/proc`, at 100% CPU, for ever).
+#[tokio::test]
+async fn orphans_are_reaped_at_once_and_a_pid_hopper_dies_with_wexec() {
+    let (mut server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
+    client.handshake().await;
+    let marker = format!("wexec-hop-{}", std::process::id());
+    // Bounded by itself (20 s), should the test fail.
+    let script = format!(
+        r#"for i in $(seq 400); do (true &); done; perl -e '$0="{marker}"; my $end = time + 20; while (time < $end) {{ exit if fork }}' & sleep 600"#
+    );
+    client
+        .call(
+            "process/start",
+            json!({"processId": "hop", "argv": ["sh", "-c", script], "cwd": "/",
+                   "env": {"PATH": "/usr/bin:/bin"}, "tty": false}),
+        )
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while marked(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the hopper did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let zombies = tree_of(server.pid())
+        .iter()
+        .filter(|(_, state)| state == "Z")
+        .count();
+    // A hop in flight may be a zombie for an instant; 400 may not.
+    assert!(zombies < 20, "{zombies} zombies under wexec");
+    server.kill_with("KILL").await;
+    let _ = server.wait().await;
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while !marked(&marker).is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        marked(&marker),
+        Vec::<u32>::new(),
+        "the hopper outlived wexec"
+    );
+}

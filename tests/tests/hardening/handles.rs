@@ -164,3 +164,50 @@ async fn another_plugins_handle_is_unknown_exactly_as_if_it_did_not_exist() {
         b""
     );
 }
+
+/// A read-only root nested in a writable one stays read-only when a path of the writable one
+/// reaches it through a symbolic link (which a client can plant with `process/start ln -s`).
+#[tokio::test]
+async fn a_nested_read_only_root_is_not_writable_through_a_link() {
+    let dir = TempDir::new();
+    let (outer, inner) = (dir.path().join("a"), dir.path().join("a/b"));
+    std::fs::create_dir_all(&inner).expect("mkdir");
+    std::fs::write(inner.join("secret.txt"), "original").expect("write");
+    std::os::unix::fs::symlink("b", outer.join("dirlink")).expect("link");
+    std::os::unix::fs::symlink("b/secret.txt", outer.join("filelink")).expect("link");
+    let grants = format!(
+        "read-write-roots = [\"{}\"]\nread-only-roots = [\"{}\"]",
+        outer.display(),
+        inner.display()
+    );
+    let (_server, mut client) = spawn_hostile(&dir, &grants, &[]).await;
+    let outer = outer.display().to_string();
+    for (op, path) in [
+        ("write", format!("{outer}/dirlink/secret.txt")),
+        ("write", format!("{outer}/filelink")),
+        ("write", format!("{outer}/dirlink/new.txt")),
+        ("mkdir", format!("{outer}/dirlink/newdir")),
+        ("remove", format!("{outer}/dirlink/secret.txt")),
+    ] {
+        let (kind, message) = failure(
+            &mut client,
+            "hostile/fs",
+            json!({"op": op, "path": path, "data": "PWNED"}),
+        )
+        .await;
+        assert_eq!(kind, "denied", "{op} {path}: {message}");
+        assert_eq!(message, format!("path `{path}` is in a read-only root"));
+    }
+    assert_eq!(
+        std::fs::read_to_string(inner.join("secret.txt")).expect("read"),
+        "original"
+    );
+    assert!(!inner.join("new.txt").exists() && !inner.join("newdir").exists());
+    // The writable root around it is still writable.
+    client
+        .call(
+            "hostile/fs",
+            json!({"op": "write", "path": format!("{outer}/beside.txt"), "data": "ok"}),
+        )
+        .await;
+}

@@ -244,3 +244,40 @@ async fn a_plugins_log_is_capped_per_call_and_kept_on_one_line_per_message() {
             .any(|line| line.starts_with("2026-12-01T00:00:00.000000Z"))
     );
 }
+
+/// A `sandbox` costs policy work for each entry against every other: more than 256 entries
+/// are refused at once, on `process/start` and on the fs methods alike.
+#[tokio::test]
+async fn sandboxes_with_too_many_entries_are_refused() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root]);
+    client.handshake().await;
+    // The whole disk readable, then paths.
+    let entries = |count: usize| -> Vec<Value> {
+        std::iter::once(wexec_tests::special("root", None, "read"))
+            .chain((1..count).map(|i| {
+                json!({"path": {"type": "path", "path": format!("{root}/e{i}")}, "access": "read"})
+            }))
+            .collect()
+    };
+    let refusal = rpc_error(
+        -32602,
+        "sandbox has 257 filesystem entries; the limit is 256",
+    );
+    let mut start = sleeper("many");
+    start["cwd"] = json!(root);
+    start["sandbox"] = wexec_tests::managed(dir.path(), entries(257), "restricted");
+    assert_eq!(client.call_err("process/start", start).await, refusal);
+    let write = json!({
+        "path": format!("{root}/f"), "dataBase64": "eA==",
+        "sandbox": wexec_tests::managed(dir.path(), entries(257), "restricted"),
+    });
+    assert_eq!(client.call_err("fs/writeFile", write).await, refusal);
+    // 256 are fine.
+    let mut start = sleeper("enough");
+    start["argv"] = json!(["true"]);
+    start["cwd"] = json!(root);
+    start["sandbox"] = wexec_tests::managed(dir.path(), entries(256), "restricted");
+    client.call("process/start", start).await;
+}

@@ -318,3 +318,142 @@ async fn an_engine_that_cannot_be_built_stops_wexec_even_after_a_warm_start() {
         .stderr_containing("cannot configure the WebAssembly engine")
         .await;
 }
+
+/// wexec's own files are out of every confined process's reach whatever the ceiling: the
+/// compile cache and the config and plugin files read-only (a process that rewrote them would
+/// choose what wexec's next reload or start runs), the WebSocket token file unreadable; the fs
+/// plugin sees none of them.
+#[tokio::test]
+async fn wexecs_own_files_are_out_of_reach_whatever_the_ceiling() {
+    let dir = TempDir::new();
+    let (deploy, cache) = (dir.path().join("deploy"), dir.path().join("cache"));
+    std::fs::create_dir(&deploy).expect("mkdir");
+    let plugin = deploy.join("hello.wasm");
+    std::fs::copy(wexec_tests::HELLO_WASM, &plugin).expect("copy plugin");
+    let config = deploy.join("wexec.toml");
+    std::fs::write(&config, "[[plugins]]\nfile = \"hello.wasm\"\n").expect("config");
+    let token = deploy.join("token");
+    std::fs::write(&token, "s3cret-token\n").expect("token");
+    let root = dir.path().display().to_string();
+    for mode in ["workspace-write", "danger-full-access"] {
+        let mut cmd = command(&[
+            "--listen",
+            "ws://127.0.0.1:0",
+            "--fs-root",
+            &root,
+            "--sandbox",
+            mode,
+            "--config",
+            &config.display().to_string(),
+            "--ws-auth",
+            "capability-token",
+            "--ws-token-file",
+            &token.display().to_string(),
+        ]);
+        cmd.env("XDG_CACHE_HOME", &cache);
+        let server = wexec_tests::spawn_websocket_with(cmd).await;
+        let mut client = server
+            .connect_with(Some("s3cret-token"))
+            .await
+            .expect("connect with the token");
+        client.handshake().await;
+        let script = format!(
+            "cat {token} || echo no-token; for f in {config} {plugin} {cache}/wexec/*.cwasm; do echo evil > \"$f\" || echo kept; done; touch {cache}/wexec/injected",
+            token = token.display(),
+            config = config.display(),
+            plugin = plugin.display(),
+            cache = cache.display(),
+        );
+        let outcome = run(
+            &mut client,
+            "own",
+            &script,
+            dir.path(),
+            codex_workspace_write(dir.path(), "restricted", true),
+        )
+        .await;
+        assert!(!outcome.output.contains("s3cret"), "{mode}: {outcome:?}");
+        assert!(outcome.output.contains("no-token"), "{mode}: {outcome:?}");
+        assert!(
+            !outcome.output.contains("kept\nevil"),
+            "{mode}: {outcome:?}"
+        );
+        assert!(
+            !cache.join("wexec/injected").exists(),
+            "{mode}: {outcome:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&config).expect("config"),
+            "[[plugins]]\nfile = \"hello.wasm\"\n",
+            "{mode}"
+        );
+        assert_eq!(
+            std::fs::read(&plugin).expect("plugin"),
+            std::fs::read(wexec_tests::HELLO_WASM).expect("hello"),
+            "{mode}"
+        );
+        // The fs plugin: outside the roots, and their directory cannot be replaced.
+        for file in [&config, &token, &plugin] {
+            let err = client
+                .call_err(
+                    "fs/readFile",
+                    serde_json::json!({"path": file.display().to_string()}),
+                )
+                .await;
+            assert_eq!(err["code"], -32600, "{mode}: {err}");
+        }
+        let err = client
+            .call_err(
+                "fs/remove",
+                serde_json::json!({"path": deploy.display().to_string(), "recursive": true}),
+            )
+            .await;
+        assert_eq!(err["code"], -32600, "{mode}: {err}");
+        assert!(config.exists(), "{mode}");
+    }
+}
+
+/// A `.git` file whose `gitdir:` goes through a symbolic link the process could re-point is
+/// refused: protecting where the link leads at the start would not protect where it leads
+/// after (a host `git` would then run the process's hooks).
+#[tokio::test]
+async fn a_gitdir_reached_through_a_writable_link_is_refused() {
+    let dir = TempDir::new();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join(".store/gd/hooks")).expect("mkdir");
+    std::os::unix::fs::symlink(".store", work.join(".link")).expect("link");
+    std::fs::write(work.join(".git"), "gitdir: .link/gd\n").expect(".git");
+    let root = dir.path().display().to_string();
+    let (_server, mut client) = spawn_stdio(&["--fs-root", &root]);
+    client.handshake().await;
+    let err = client
+        .call_err(
+            "process/start",
+            serde_json::json!({
+                "processId": "p", "argv": ["true"], "cwd": work.display().to_string(),
+                "env": {"PATH": "/usr/bin:/bin"}, "tty": false,
+                "sandbox": codex_workspace_write(&work, "restricted", false),
+            }),
+        )
+        .await;
+    assert_eq!(
+        err,
+        wexec_tests::rpc_error(-32602, "sandbox intent cannot be enforced on this executor")
+    );
+    // Without the link the directory it names is held read-only instead.
+    std::fs::write(work.join(".git"), "gitdir: .store/gd\n").expect(".git");
+    let outcome = run(
+        &mut client,
+        "direct",
+        "touch .store/gd/hooks/post-checkout || echo refused; touch .store/other && echo beside",
+        &work,
+        codex_workspace_write(&work, "restricted", false),
+    )
+    .await;
+    assert!(
+        outcome.output.contains("Read-only file system"),
+        "{outcome:?}"
+    );
+    assert!(outcome.output.contains("beside"), "{outcome:?}");
+    assert!(!work.join(".store/gd/hooks/post-checkout").exists());
+}

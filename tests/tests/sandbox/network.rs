@@ -99,3 +99,61 @@ async fn network_on_needs_both_the_request_and_the_operator() {
     assert_eq!((on.exit, on.output.as_str()), (0, "connected\n"), "{on:?}");
     assert!(accepted(&listener));
 }
+
+/// A confined process with network shares the host's network namespace, but never reaches
+/// wexec's own listener: on loopback no token is needed, and through it the process could
+/// start another with less confinement than its own. Other local ports stay reachable.
+#[tokio::test]
+async fn a_confined_process_with_network_cannot_reach_wexecs_own_listener() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let other = listener.local_addr().expect("addr").port();
+    for ceiling in [
+        vec!["--fs-root", &root, "--process-network"],
+        vec!["--fs-root", &root, "--sandbox", "danger-full-access"],
+    ] {
+        let server = wexec_tests::spawn_websocket(&ceiling).await;
+        let url = server.url.clone().expect("url");
+        let own: u16 = url
+            .rsplit(':')
+            .next()
+            .and_then(|port| port.parse().ok())
+            .expect("port");
+        let mut client = server.connect().await;
+        client.handshake().await;
+        let read_only_with_network = super::managed(
+            dir.path(),
+            vec![super::special("root", None, "read")],
+            "enabled",
+        );
+        let own_port = run(
+            &mut client,
+            "own",
+            &format!("python3 -c \"{PY_CONNECT}\" {own}"),
+            dir.path(),
+            read_only_with_network.clone(),
+        )
+        .await;
+        assert_eq!(own_port.exit, 1, "{ceiling:?}: {own_port:?}");
+        assert!(
+            own_port.output.contains("PermissionError: [Errno 13]"),
+            "{ceiling:?}: {own_port:?}"
+        );
+        let other_port = run(
+            &mut client,
+            "other",
+            &format!("python3 -c \"{PY_CONNECT}\" {other}"),
+            dir.path(),
+            read_only_with_network,
+        )
+        .await;
+        assert_eq!(
+            (other_port.exit, other_port.output.as_str()),
+            (0, "connected\n"),
+            "{ceiling:?}: {other_port:?}"
+        );
+        assert!(accepted(&listener));
+    }
+}

@@ -75,6 +75,11 @@ pub fn run(spare: &Spare, control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
     if rustix::process::set_child_subreaper(Some(rustix::process::getpid())).is_err() {
         return 1;
     }
+    // Orphans are reaped as they end, not when the program does: a long-running program whose
+    // descendants keep exiting must not fill the process table with zombies.
+    let Some(exits) = ChildExits::new() else {
+        return 1;
+    };
     let Some(launch) = read_launch(&control) else {
         return 1;
     };
@@ -116,7 +121,7 @@ pub fn run(spare: &Spare, control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
         kill_all(Some(child), confined);
         return 0;
     }
-    supervise(control, child, init_status);
+    supervise(control, child, init_status, &exits);
     0
 }
 
@@ -230,7 +235,12 @@ fn start(
 /// Reports the exit and relays commands until everything is gone or wexec says (or is) done.
 /// A confined `child` is its PID namespace's init, which relays signals to the program and
 /// reports the program's exit on `init_status` before it exits itself.
-fn supervise(mut control: UnixStream, child: Pid, mut init_status: Option<File>) {
+fn supervise(
+    mut control: UnixStream,
+    child: Pid,
+    mut init_status: Option<File>,
+    exits: &ChildExits,
+) {
     let confined = init_status.is_some();
     let pidfd = rustix::process::pidfd_open(child, rustix::process::PidfdFlags::empty()).ok();
     let mut alive = true;
@@ -250,7 +260,10 @@ fn supervise(mut control: UnixStream, child: Pid, mut init_status: Option<File>)
             Reaped::NoChildren if !alive => return,
             Reaped::Nothing | Reaped::NoChildren => {}
         }
-        let mut fds = vec![PollFd::new(&control, PollFlags::IN)];
+        let mut fds = vec![
+            PollFd::new(&control, PollFlags::IN),
+            PollFd::new(&exits.fd, PollFlags::IN),
+        ];
         if let (true, Some(pidfd)) = (alive, &pidfd) {
             fds.push(PollFd::new(pidfd, PollFlags::IN));
         }
@@ -273,6 +286,10 @@ fn supervise(mut control: UnixStream, child: Pid, mut init_status: Option<File>)
             continue;
         }
         let commands = fds[0].revents();
+        if !fds[1].revents().is_empty() {
+            // Reaped at the top of the loop.
+            exits.drain();
+        }
         let status_ready = fds
             .get(status_index)
             .is_some_and(|fd| !fd.revents().is_empty());
@@ -327,6 +344,37 @@ fn supervise(mut control: UnixStream, child: Pid, mut init_status: Option<File>)
     }
 }
 
+/// `SIGCHLD`, blocked and read from a signalfd: the helper's poll wakes whenever a child
+/// (the program or an orphan it adopted) ends. The program starts with an empty signal mask
+/// ([`exec::spawn`]).
+struct ChildExits {
+    fd: OwnedFd,
+}
+
+impl ChildExits {
+    fn new() -> Option<Self> {
+        #[expect(unsafe_code, reason = "sigprocmask and signalfd are unsafe in libc")]
+        // SAFETY: the set is initialized by sigemptyset before use; signalfd returns a new
+        // descriptor (or -1) that is owned here and nowhere else.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&raw mut set);
+            libc::sigaddset(&raw mut set, libc::SIGCHLD);
+            libc::sigprocmask(libc::SIG_BLOCK, &raw const set, std::ptr::null_mut());
+            let fd = libc::signalfd(-1, &raw const set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+            (fd >= 0).then(|| Self {
+                fd: std::os::fd::FromRawFd::from_raw_fd(fd),
+            })
+        }
+    }
+
+    /// Empties the descriptor (the exits themselves are reaped with `wait`).
+    fn drain(&self) {
+        let mut buffer = [0u8; 128 * 8];
+        while rustix::io::read(&self.fd, &mut buffer).is_ok_and(|read| read > 0) {}
+    }
+}
+
 enum Reaped {
     /// The program exited with this code.
     Child(i32),
@@ -354,6 +402,11 @@ fn reap(child: Pid) -> Reaped {
 /// nothing the program forked survives. Confined, killing the init kills its whole PID
 /// namespace, and `/proc` here is the namespace's (its pids mean other processes here), so it
 /// is not read. Returns the program's exit code if it was reaped here.
+///
+/// Unconfined, the tree is walked through `/proc/<pid>/task/<tid>/children`, from this helper
+/// down, each process killed before its children are read: a descendant that keeps forking and
+/// exiting (a new pid each time, in a session of its own) is caught within a walk of the tree
+/// alone, where a scan of all of `/proc` (thousands of entries) lost that race again and again.
 fn kill_all(child: Option<Pid>, confined: bool) -> Option<i32> {
     if let Some(child) = child {
         let _ = if confined {
@@ -366,20 +419,67 @@ fn kill_all(child: Option<Pid>, confined: bool) -> Option<i32> {
     let mut code = None;
     loop {
         if !confined {
-            for pid in descendants(me) {
-                let _ = rustix::process::kill_process(pid, Signal::KILL);
-            }
+            kill_descendants(me);
         }
-        match rustix::process::wait(WaitOptions::empty()) {
-            Ok(Some((pid, status))) if Some(pid) == child => code = Some(exit_code(status)),
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(_) => return code,
+        // Everything found is dying: wait for one, then reap whatever else has ended before
+        // walking again (a zombie costs a walk nothing, but holds its pid).
+        let mut options = WaitOptions::empty();
+        loop {
+            match rustix::process::wait(options) {
+                Ok(Some((pid, status))) => {
+                    if Some(pid) == child {
+                        code = Some(exit_code(status));
+                    }
+                    options = WaitOptions::NOHANG;
+                }
+                Ok(None) => break,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(_) => return code,
+            }
         }
     }
 }
 
+/// SIGKILLs every living descendant of `ancestor`, parents before their children.
+fn kill_descendants(ancestor: Pid) {
+    let ancestor = ancestor.as_raw_nonzero().get();
+    // A kernel without `children` files (`CONFIG_PROC_CHILDREN`): one scan of all of `/proc`.
+    if std::fs::metadata(format!("/proc/{ancestor}/task/{ancestor}/children")).is_err() {
+        for pid in descendants(ancestor) {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+        }
+        return;
+    }
+    let mut pending = children_of(ancestor);
+    while let Some(pid) = pending.pop() {
+        let Some(process) = Pid::from_raw(pid) else {
+            continue;
+        };
+        let _ = rustix::process::kill_process(process, Signal::KILL);
+        pending.extend(children_of(pid));
+    }
+}
+
+/// The children of `pid`, from the `children` file of each of its threads (none once it is
+/// gone).
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            children.extend(
+                list.split_ascii_whitespace()
+                    .filter_map(|pid| pid.parse::<i32>().ok()),
+            );
+        }
+    }
+    children
+}
+
 /// Every living descendant of `ancestor`, from `/proc`'s parent links.
-fn descendants(ancestor: Pid) -> Vec<Pid> {
+fn descendants(ancestor: i32) -> Vec<Pid> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -397,7 +497,7 @@ fn descendants(ancestor: Pid) -> Vec<Pid> {
         }
     }
     let mut found = Vec::new();
-    let mut pending = vec![ancestor.as_raw_nonzero().get()];
+    let mut pending = vec![ancestor];
     while let Some(pid) = pending.pop() {
         for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
             found.extend(Pid::from_raw(child));

@@ -24,7 +24,10 @@ const SPARES: usize = 2;
 
 /// Serves until wexec is gone; never returns. The zygote itself only forks: spare helpers
 /// wait on the sockets, and each that takes a request asks for a replacement of its kind.
-pub fn serve(sockets: [OwnedFd; 3]) -> ! {
+/// Spares for confined starts with network come from a zygote of their own, forked first,
+/// which waits for the ports wexec listens on (`listeners`) and restricts itself once so that
+/// nothing it forks can connect to them ([`super::ports`]).
+pub fn serve(sockets: [OwnedFd; 3], listeners: OwnedFd) -> ! {
     quiet_stdio();
     ignore_children(true);
     confine::filter::prepare();
@@ -34,25 +37,42 @@ pub fn serve(sockets: [OwnedFd; 3]) -> ! {
     // leave it only with CAP_SYS_NICE in the initial user namespace, which a confined spare
     // has left.) Spares return to the normal policy once prepared, which needs no privilege.
     set_policy(libc::SCHED_BATCH);
+    if fork() == Some(0) {
+        let guarded = super::ports::guard(listeners);
+        serve_kinds(&[Kind::ConfinedNetwork], &sockets, guarded)
+    }
+    drop(listeners);
+    // The confined one before the other: wexec's startup probe takes one, and the first start
+    // of each kind should not wait for a second of another.
+    serve_kinds(&[Kind::Confined, Kind::Plain], &sockets, Ok(()))
+}
+
+/// Keeps [`SPARES`] helpers of each of `kinds` forked until wexec is gone. `guarded` is how
+/// this zygote's restriction went; a spare of a zygote that could not restrict itself fails
+/// every start with it.
+fn serve_kinds(
+    kinds: &[Kind],
+    sockets: &[OwnedFd; 3],
+    guarded: Result<(), confine::SetupError>,
+) -> ! {
     let Ok((wake_read, wake_write)) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
     else {
         exit(1)
     };
-    // One of each kind first, the confined one before the others: wexec's startup probe
-    // takes one, and the first start of each kind should not wait for a second of another.
     for _ in 0..SPARES {
-        for kind in [Kind::Confined, Kind::Plain, Kind::ConfinedNetwork] {
-            fork_spare(kind, &sockets[kind.index()], &wake_write);
+        for &kind in kinds {
+            fork_spare(kind, &sockets[kind.index()], &wake_write, guarded);
         }
     }
     loop {
         // No events asked on the sockets (the spares read them): only a hang-up wakes us.
-        let mut fds = [
-            rustix::event::PollFd::new(&wake_read, rustix::event::PollFlags::IN),
-            rustix::event::PollFd::new(&sockets[0], rustix::event::PollFlags::empty()),
-            rustix::event::PollFd::new(&sockets[1], rustix::event::PollFlags::empty()),
-            rustix::event::PollFd::new(&sockets[2], rustix::event::PollFlags::empty()),
-        ];
+        let mut fds = vec![rustix::event::PollFd::new(
+            &wake_read,
+            rustix::event::PollFlags::IN,
+        )];
+        fds.extend(kinds.iter().map(|kind| {
+            rustix::event::PollFd::new(&sockets[kind.index()], rustix::event::PollFlags::empty())
+        }));
         match rustix::event::poll(&mut fds, None) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(_) => exit(0),
@@ -65,7 +85,7 @@ pub fn serve(sockets: [OwnedFd; 3]) -> ! {
             let count = rustix::io::read(&wake_read, &mut taken).unwrap_or(0);
             for &index in &taken[..count] {
                 if let Some(&kind) = Kind::ALL.get(usize::from(index)) {
-                    fork_spare(kind, &sockets[kind.index()], &wake_write);
+                    fork_spare(kind, &sockets[kind.index()], &wake_write, guarded);
                 }
             }
         }
@@ -74,16 +94,21 @@ pub fn serve(sockets: [OwnedFd; 3]) -> ! {
 
 /// Forks a spare helper of `kind`: it prepares what its kind needs, waits for one request on
 /// `socket`, asks the zygote for a replacement and becomes that request's helper.
-fn fork_spare(kind: Kind, socket: &OwnedFd, wake_write: &OwnedFd) {
+fn fork_spare(
+    kind: Kind,
+    socket: &OwnedFd,
+    wake_write: &OwnedFd,
+    guarded: Result<(), confine::SetupError>,
+) {
     if fork() != Some(0) {
         return;
     }
     // Kept for the request, whose start reports a failure here with what the kernel lacks.
-    let entered = match kind {
+    let entered = guarded.and_then(|()| match kind {
         Kind::Plain => Ok(()),
         Kind::Confined => confine::enter_namespaces(false),
         Kind::ConfinedNetwork => confine::enter_namespaces(true),
-    };
+    });
     helper::warm_up(kind);
     set_policy(libc::SCHED_OTHER);
     loop {

@@ -27,7 +27,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
         port: Some(Arc::clone(&ctx.reply) as Arc<dyn CallPort>),
         handles: ctx.connection.handles.for_plugin(&plugin.name),
         watch: ctx.connection.watches.for_plugin(&plugin.name),
-        sandbox: call_sandbox(&ctx, &params)?,
+        sandbox: call_sandbox(&ctx, &params).await?,
     };
     ctx.server
         .runtime
@@ -53,7 +53,10 @@ fn takes_sandbox(method: &str) -> bool {
 /// ceiling, no writes (docs/sandbox.md). `None` when nothing narrows the grants.
 /// `capabilityRoots/discoverV1` carries a `sandbox` per root; one call has one policy, so the
 /// call gets what every root's sandbox allows (docs/protocol.md §7.6).
-fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPolicy>>, RpcError> {
+async fn call_sandbox(
+    ctx: &RequestContext,
+    params: &Value,
+) -> Result<Option<Arc<FsPolicy>>, RpcError> {
     if !takes_sandbox(&ctx.method) {
         return Ok(None);
     }
@@ -72,10 +75,20 @@ fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPol
                 .map_err(|err| RpcError::invalid_params(err.to_string()))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    sandbox::too_many_entries(requested.iter().map(SandboxContext::entry_count).sum())?;
     let read_only = ctx.server.processes.ceiling.mode == sandbox::Mode::ReadOnly;
     if requested.is_empty() && !read_only {
         return Ok(None);
     }
+    // Canonical paths look at the disk: on the blocking pool, not a connection's thread.
+    tokio::task::spawn_blocking(move || policy(&requested, read_only))
+        .await
+        .map_err(|err| RpcError::internal_error(format!("sandbox setup failed: {err}")))?
+        .map(|policy| Some(Arc::new(policy)))
+}
+
+/// The rules of `requested` (each narrowing the last), without writes when `read_only`.
+fn policy(requested: &[SandboxContext], read_only: bool) -> Result<FsPolicy, RpcError> {
     let mut rules = Rules::full();
     if !requested.is_empty() {
         let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
@@ -84,7 +97,7 @@ fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPol
         let cwd = std::env::current_dir().map_err(|err| {
             RpcError::internal_error(format!("cannot read the working directory: {err}"))
         })?;
-        for context in &requested {
+        for context in requested {
             let (request, _) = sandbox::request_rules(context, &cwd, tmpdir.as_deref())?;
             rules = rules.intersect(&request);
         }
@@ -94,7 +107,7 @@ fn call_sandbox(ctx: &RequestContext, params: &Value) -> Result<Option<Arc<FsPol
         ceiling.add("/".into(), Level::Read);
         rules = rules.intersect(&ceiling);
     }
-    Ok(Some(Arc::new(FsPolicy::new(rules))))
+    Ok(FsPolicy::new(rules))
 }
 
 /// `plugin/list`: every plugin with its methods and effective grants.

@@ -21,6 +21,15 @@ use crate::server::context::RequestContext;
 
 const RESUMED_ELSEWHERE: &str = "session has been resumed by another connection";
 
+/// Runs `work` on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, RpcError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| RpcError::internal_error(format!("process/start setup failed: {err}")))
+}
+
 /// `process/start` (docs/protocol.md §8.1). Checks run in the specified order; nothing is spawned
 /// when one fails.
 pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult {
@@ -34,13 +43,22 @@ pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult
     // The startup probe may still be running (its verdict decides whether confinement is
     // possible): wait for it, a few milliseconds at most after wexec started.
     sandbox::kernel::settled().await;
-    let policy = sandbox::process_policy(
-        &ctx.server.processes.ceiling,
-        params.sandbox.as_ref(),
-        params.enforce_managed_network,
-        &sandbox::canonical(&cwd),
-        tmpdir.as_deref(),
-    )?;
+    // The policy looks at the disk (canonical paths, `.git` files, placeholders): on the
+    // blocking pool, never on a thread that serves connections.
+    let policy = {
+        let (server, request) = (Arc::clone(&ctx.server), params.sandbox.clone());
+        let (no_network, cwd) = (params.enforce_managed_network, cwd.clone());
+        blocking(move || {
+            sandbox::process_policy(
+                &server.processes.ceiling,
+                request.as_ref(),
+                no_network,
+                &sandbox::canonical(&cwd),
+                tmpdir.as_deref(),
+            )
+        })
+        .await??
+    };
     for (field, value) in [
         ("networkProxy", &params.network_proxy),
         ("shellSnapshot", &params.shell_snapshot),
@@ -63,11 +81,16 @@ pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult
     let process = table
         .reserve(&params.process_id)
         .map_err(|err| RpcError::invalid_request(err.to_string()))?;
-    let held = match sandbox::hold(&policy.placeholders) {
-        Ok(held) => held,
-        Err(err) => {
+    let placeholders = policy.placeholders.clone();
+    let held = match blocking(move || sandbox::hold(&placeholders)).await {
+        Ok(Ok(held)) => held,
+        Ok(Err(err)) => {
             table.remove(&process);
             return Err(RpcError::internal_error(err.to_string()));
+        }
+        Err(err) => {
+            table.remove(&process);
+            return Err(err);
         }
     };
     let limits = ctx.server.processes.limits;
@@ -103,6 +126,11 @@ pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult
         Ok(spawned) => table.started(&process, spawned),
         Err(err) => {
             table.remove(&process);
+            // A confinement step the kernel refused: never less than was asked.
+            if let Some(setup) = crate::process::spawn::setup_failure(&err) {
+                tracing::warn!("process/start refused: cannot confine it: {setup}");
+                return Err(RpcError::invalid_params(sandbox::REFUSAL));
+            }
             return Err(RpcError::internal_error(err.to_string()));
         }
     }
