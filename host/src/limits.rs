@@ -18,6 +18,12 @@ pub const DEFAULT_MAX_PROCESSES: usize = 1024;
 /// (four maximum-size messages; `transport/budget.rs`).
 pub const DEFAULT_INBOUND_BYTES: usize = 256 * 1024 * 1024;
 
+/// Plugin calls one connection runs at once; more wait their turn. Each holds an instance of
+/// the engine's 1,000 (`wexec_runtime`) until it returns and its reply is queued, so one
+/// connection cannot take every instance (64 connections × 8 leave half of them), and a client
+/// that stops reading its replies stops its own plugin work.
+pub const PLUGIN_CALLS_PER_CONNECTION: usize = 8;
+
 /// The host-wide limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {

@@ -8,6 +8,7 @@ pub mod env;
 pub mod output;
 pub mod pty;
 mod pump;
+mod retention;
 pub mod spawn;
 pub mod supervisor;
 
@@ -141,6 +142,7 @@ impl ProcessTable {
     /// Forgets `process` (a failed start, or retention over), unless the id was reused. One
     /// whose descendants still run stays held until they end or the session does.
     pub fn remove(&self, process: &Arc<Process>) {
+        retention::forgotten(process);
         let mut processes = lock(&self.processes);
         if processes
             .get(&process.id)
@@ -267,6 +269,8 @@ pub struct Process {
     gone: watch::Sender<bool>,
     /// How it was confined, for `sandboxDenied` and `failure`.
     sandbox: Mutex<SandboxState>,
+    /// Its retained output's place in the host-wide count of closed processes' output.
+    counted_output: retention::Counted,
 }
 
 /// A process's sandbox facts and what wexec did to it.
@@ -310,7 +314,18 @@ impl Process {
             counted: Mutex::new(Some(counted)),
             gone: watch::Sender::new(false),
             sandbox: Mutex::new(SandboxState::default()),
+            counted_output: retention::Counted::default(),
         }
+    }
+
+    /// Bytes of output its log retains.
+    fn retained_bytes(&self) -> usize {
+        lock(&self.log).retained_bytes()
+    }
+
+    /// Lets go of its retained output (a closed process, over the host-wide budget).
+    fn release_output(&self) {
+        lock(&self.log).release_chunks();
     }
 
     /// Sends a command to the process's helper. Commands are single bytes on a socket the

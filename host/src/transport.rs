@@ -25,6 +25,15 @@ pub const OUTBOUND_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 /// that stops reading its replies holds at most this much in them; further reads wait.
 pub const OUTBOUND_CONTENTS_BYTES: usize = 96 * 1024 * 1024;
 
+/// Bytes of reply payloads (file contents, process output, HTTP bodies read) all connections'
+/// unsent replies may hold together: without it, [`OUTBOUND_CONTENTS_BYTES`] per connection
+/// times the connections would be gigabytes.
+pub const HOST_CONTENTS_BYTES: usize = 512 * 1024 * 1024;
+
+/// The host-wide side of every [`Reservation`].
+static HOST_CONTENTS: std::sync::LazyLock<Arc<Semaphore>> =
+    std::sync::LazyLock::new(|| Arc::new(Semaphore::new(HOST_CONTENTS_BYTES)));
+
 /// One client connection, whatever the transport.
 #[derive(Debug)]
 pub struct Connection {
@@ -107,12 +116,18 @@ pub struct OutboundMessage {
     _reserved: Reservation,
 }
 
-/// A reply's claim on [`OUTBOUND_CONTENTS_BYTES`], taken before the contents it will carry are
-/// read ([`Outbound::reserve`]), and given back once the reply is written (or dropped).
+/// A reply's claim on [`OUTBOUND_CONTENTS_BYTES`] and [`HOST_CONTENTS_BYTES`], taken before
+/// the payload it will carry is produced ([`Outbound::reserve`]), and given back once the reply
+/// is written (or dropped).
 #[derive(Debug, Default)]
-pub struct Reservation(
-    #[allow(dead_code, reason = "held for its drop")] Option<OwnedSemaphorePermit>,
-);
+pub struct Reservation(#[allow(dead_code, reason = "held for its drop")] Vec<OwnedSemaphorePermit>);
+
+impl Reservation {
+    /// Adds `other`'s claims to this one's.
+    pub fn join(&mut self, other: Reservation) {
+        self.0.extend(other.0);
+    }
+}
 
 /// The sending side of a connection's outbound queue. Cloned freely; the queue is written in
 /// the order messages were accepted.
@@ -265,19 +280,28 @@ impl Outbound {
     /// while this connection's replies already hold [`OUTBOUND_CONTENTS_BYTES`] (its client is
     /// not reading them). Free while the client keeps up: one atomic operation.
     pub async fn reserve(&self, bytes: u64) -> Result<Reservation, Closed> {
-        Arc::clone(&self.contents)
-            .acquire_many_owned(contents_share(bytes))
+        let connection = Arc::clone(&self.contents)
+            .acquire_many_owned(contents_share(bytes, OUTBOUND_CONTENTS_BYTES))
             .await
-            .map(|permit| Reservation(Some(permit)))
-            .map_err(|_| Closed)
+            .map_err(|_| Closed)?;
+        // The connection's share first: a connection waits on the host only for what its own
+        // budget already let through.
+        let host = Arc::clone(&HOST_CONTENTS)
+            .acquire_many_owned(contents_share(bytes, HOST_CONTENTS_BYTES))
+            .await
+            .map_err(|_| Closed)?;
+        Ok(Reservation(vec![connection, host]))
     }
 
     /// [`Outbound::reserve`] if there is room now: no future, no wait.
     pub fn try_reserve(&self, bytes: u64) -> Option<Reservation> {
-        Arc::clone(&self.contents)
-            .try_acquire_many_owned(contents_share(bytes))
-            .ok()
-            .map(|permit| Reservation(Some(permit)))
+        let connection = Arc::clone(&self.contents)
+            .try_acquire_many_owned(contents_share(bytes, OUTBOUND_CONTENTS_BYTES))
+            .ok()?;
+        let host = Arc::clone(&HOST_CONTENTS)
+            .try_acquire_many_owned(contents_share(bytes, HOST_CONTENTS_BYTES))
+            .ok()?;
+        Some(Reservation(vec![connection, host]))
     }
 
     /// Asks the writer to write everything queued so far and stop, although senders may still
@@ -293,10 +317,10 @@ impl Outbound {
     }
 }
 
-/// The claim on [`OUTBOUND_CONTENTS_BYTES`] of `bytes` of contents: their base64 size.
-fn contents_share(bytes: u64) -> u32 {
+/// The claim on a contents budget of `limit` of `bytes` of contents: their base64 size.
+fn contents_share(bytes: u64, limit: usize) -> u32 {
     let encoded = usize::try_from(bytes.div_ceil(3).saturating_mul(4)).unwrap_or(usize::MAX);
-    budget_share(encoded, OUTBOUND_CONTENTS_BYTES)
+    budget_share(encoded, limit)
 }
 
 /// A claim of `len` bytes on a byte budget of `limit`, capped at the whole budget so that one

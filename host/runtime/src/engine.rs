@@ -18,7 +18,7 @@ use super::state::HostState;
 use crate::ticker::Ticker;
 
 /// Plugin instances alive at once across all sessions (pooling allocator slots).
-const INSTANCE_SLOTS: u32 = 1_000;
+pub const INSTANCE_SLOTS: u32 = 1_000;
 
 /// The smallest linear-memory reservation an engine is built with.
 const MIN_MAX_MEMORY: usize = 64 * 1024 * 1024;

@@ -70,22 +70,6 @@ impl HostState {
 }
 
 impl HostState {
-    /// Reserves room in the calling connection's replies for `bytes` of contents, waiting
-    /// while its client is not reading them (the wait is host time, not the guest's).
-    async fn reserve_contents(&mut self, bytes: u64) -> Room {
-        let Some(port) = self.call.as_ref().and_then(|call| call.port.clone()) else {
-            return Room::default();
-        };
-        // While the client keeps up, as cheap as an atomic operation.
-        if let Some(room) = port.try_room(bytes) {
-            return room;
-        }
-        let started = Instant::now();
-        let room = port.room(bytes).await;
-        self.clock.add_host_time(started.elapsed());
-        room
-    }
-
     /// Keeps `data` for the guest, within [`MAX_HELD_BYTES`].
     fn hold_contents(&mut self, data: Vec<u8>, room: Room) -> Result<Resource<Contents>, Error> {
         let len = data.len() as u64;
@@ -153,7 +137,7 @@ impl Host for HostState {
             (state.plugin.roots).open_to_read(&path, follow_symlinks, state.policy())
         })?;
         // Before the bytes exist: a client not reading its replies holds them back here.
-        let room = self.reserve_contents(file.size()).await;
+        let room = self.reserve_room(file.size()).await;
         // Granted already: only the time is counted.
         let started = Instant::now();
         let data = file.read();
@@ -255,7 +239,7 @@ impl Host for HostState {
         len: u32,
     ) -> Result<Resource<Contents>, wit::Error> {
         self.granted()?;
-        let room = self.reserve_contents(u64::from(len)).await;
+        let room = self.reserve_room(u64::from(len)).await;
         let data = self.read_block(handle_id, offset, len).await?;
         Ok(self.hold_contents(data, room)?)
     }

@@ -226,6 +226,12 @@ impl HostBody for HostState {
             Ok(Some(body.pending.split_to(take).to_vec()))
         }
         .await;
+        // The guest will hold what it read, and most likely answer with it: room for it in the
+        // connection's replies, so that a client not reading them stops the reads.
+        if let Ok(Some(chunk)) = &result {
+            let room = self.reserve_room(chunk.len() as u64).await;
+            self.rooms.push(room);
+        }
         self.clock.add_host_time(started.elapsed());
         result
     }

@@ -91,6 +91,7 @@ pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadE
         plugins: Mutex::new(Vec::new()),
         http: crate::net::Client::default(),
         ticker,
+        stores: Arc::default(),
     });
     let spec = PluginSpec {
         origin: origin.to_owned(),

@@ -61,6 +61,9 @@ pub use self::state::{CallContext, Shared};
 pub use self::facts::VERSION;
 pub use self::ticker::EPOCH_TICK;
 
+/// How often a call waits for an instance slot while all are taken.
+const SLOT_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// The plugins in service, swapped whole by a reload.
 #[derive(Default)]
 struct Table {
@@ -153,6 +156,7 @@ impl Runtime {
             plugins: Mutex::new(Vec::new()),
             http: net::Client::default(),
             ticker: Arc::clone(core.ticker()),
+            stores: Arc::default(),
         });
         let hidden = cache
             .iter()
@@ -411,6 +415,7 @@ impl Runtime {
             .call_handle(&mut instance.store, method, params)
             .await;
         instance.store.data_mut().call = None;
+        instance.store.data_mut().rooms.clear();
         instance
             .store
             .data()
@@ -516,16 +521,29 @@ impl Runtime {
             .get(&self.linking, &plugin.source)
             .await
             .map_err(|reason| plugin_failed(plugin, &reason))?;
-        let mut store = new_store(
-            &built.engine,
-            Arc::clone(&plugin.granted),
-            Arc::clone(&self.shared),
-        );
-        let bindings = pre
-            .instantiate_async(&mut store)
-            .await
-            .map_err(|err| failure(plugin, store.data(), &err))?;
-        Ok(Instance { store, bindings })
+        // Every slot taken (calls of many connections at once): wait for one, within the
+        // plugin's time limit, rather than fail the call.
+        let deadline = std::time::Instant::now() + plugin.limits.time;
+        loop {
+            let mut store = new_store(
+                &built.engine,
+                Arc::clone(&plugin.granted),
+                Arc::clone(&self.shared),
+            );
+            match pre.instantiate_async(&mut store).await {
+                Ok(bindings) => return Ok(Instance { store, bindings }),
+                Err(err)
+                    if err
+                        .downcast_ref::<wasmtime::PoolConcurrencyLimitError>()
+                        .is_some()
+                        && std::time::Instant::now() < deadline =>
+                {
+                    drop(store);
+                    tokio::time::sleep(SLOT_RETRY).await;
+                }
+                Err(err) => return Err(failure(plugin, store.data(), &err)),
+            }
+        }
     }
 }
 

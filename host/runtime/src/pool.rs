@@ -1,6 +1,7 @@
 //! A session's idle instances, and the store every instance lives in.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use wasmtime::{CallHook, Engine, Store, UpdateDeadline};
@@ -14,6 +15,10 @@ use crate::ticker::EPOCH_TICK;
 
 /// Idle instances a session keeps per plugin.
 pub const IDLE_INSTANCES_PER_PLUGIN: usize = 4;
+
+/// Instances alive across all sessions above which an instance is not kept idle: sessions'
+/// idle instances (detached ones' too) must leave room for calls in the engine's slots.
+pub const IDLE_CEILING: usize = crate::engine::INSTANCE_SLOTS as usize / 2;
 
 pub(crate) struct Instance {
     pub(crate) store: Store<HostState>,
@@ -55,6 +60,10 @@ impl InstancePool {
     }
 
     pub(crate) fn put(&self, plugin: &LoadedPlugin, instance: Instance) {
+        let alive = instance.store.data().shared.stores.load(Ordering::Relaxed);
+        if alive > IDLE_CEILING {
+            return;
+        }
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
         // Every call puts its instance back: look up before allocating a key.
         if !idle.contains_key(&plugin.name) {

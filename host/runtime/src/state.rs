@@ -17,7 +17,7 @@ use crate::fs::{FileHandles, FsPolicy, Roots, WatchSlot};
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::net;
-use crate::port::CallPort;
+use crate::port::{CallPort, Room};
 
 /// How much of a guest's stderr is kept (the tail of a panic message, for error reports).
 pub const STDERR_CAPTURE_BYTES: usize = 64 * 1024;
@@ -64,6 +64,8 @@ pub struct Shared {
     pub http: net::Client,
     /// The epoch ticker every store counts its guest's calls in with.
     pub ticker: Arc<crate::ticker::Ticker>,
+    /// Stores alive (each holds an instance slot once instantiated), idle ones included.
+    pub stores: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// What the capabilities need to know about the call in progress.
@@ -99,8 +101,28 @@ pub struct HostState {
     pub contents_held: u64,
     /// What the current call has logged.
     pub log: LogBudget,
+    /// Room the current call reserved for HTTP bodies it read, given back when it returns.
+    pub rooms: Vec<Room>,
     /// Keeps the epoch ticker running while this store's guest is inside a call.
     pub presence: crate::ticker::GuestPresence,
+    /// This store's place in [`Shared::stores`].
+    _counted: StoreCount,
+}
+
+/// One store in [`Shared::stores`], for as long as it lives.
+struct StoreCount(Arc<std::sync::atomic::AtomicUsize>);
+
+impl StoreCount {
+    fn new(stores: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        stores.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self(Arc::clone(stores))
+    }
+}
+
+impl Drop for StoreCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl HostState {
@@ -120,11 +142,30 @@ impl HostState {
             clock: CallClock::new(plugin.limits.time),
             plugin,
             presence: crate::ticker::GuestPresence::new(Arc::clone(&shared.ticker)),
+            _counted: StoreCount::new(&shared.stores),
             shared,
             call: None,
             contents_held: 0,
             log: LogBudget::default(),
+            rooms: Vec::new(),
         }
+    }
+
+    /// Reserves room in the calling connection's replies for `bytes` of payload (file
+    /// contents, an HTTP body), waiting while its client is not reading its replies (the wait
+    /// is host time, not the guest's).
+    pub async fn reserve_room(&mut self, bytes: u64) -> Room {
+        let Some(port) = self.call.as_ref().and_then(|call| call.port.clone()) else {
+            return Room::default();
+        };
+        // While the client keeps up, as cheap as an atomic operation.
+        if let Some(room) = port.try_room(bytes) {
+            return room;
+        }
+        let started = Instant::now();
+        let room = port.room(bytes).await;
+        self.clock.add_host_time(started.elapsed());
+        room
     }
 
     /// The resource table (host resources handed to the guest, e.g. HTTP bodies).

@@ -75,6 +75,17 @@ impl OutputLog {
         seq
     }
 
+    /// Bytes of the retained chunks.
+    pub fn retained_bytes(&self) -> usize {
+        self.retained_bytes
+    }
+
+    /// Drops every retained chunk (their seqs stay used).
+    pub fn release_chunks(&mut self) {
+        self.chunks = VecDeque::new();
+        self.retained_bytes = 0;
+    }
+
     /// Whether the retained output shows a sandbox denial, as Codex looks for one
     /// (case-insensitively; docs/protocol.md §7.3).
     pub fn mentions_denial(&self) -> bool {

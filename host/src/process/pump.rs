@@ -137,6 +137,7 @@ pub async fn run(
     )
     .await;
     tracing::debug!(process = process.id, "closed");
+    super::retention::closed(&process);
     let watcher = Arc::clone(&process);
     tokio::spawn(async move {
         // Descendants may run on (a daemon that closed its output); their helper's socket

@@ -44,6 +44,8 @@ pub struct ConnectionContext {
     /// `requestId`s of the connection's active HTTP body streams.
     streams: Arc<Mutex<HashSet<String>>>,
     closing: watch::Receiver<bool>,
+    /// Slots for plugin calls ([`crate::limits::PLUGIN_CALLS_PER_CONNECTION`]).
+    pub plugin_calls: Arc<tokio::sync::Semaphore>,
 }
 
 impl ConnectionContext {
@@ -57,6 +59,9 @@ impl ConnectionContext {
             watches: PerPlugin::default(),
             streams: Arc::default(),
             closing,
+            plugin_calls: Arc::new(tokio::sync::Semaphore::new(
+                crate::limits::PLUGIN_CALLS_PER_CONNECTION,
+            )),
         }
     }
 

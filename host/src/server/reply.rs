@@ -22,6 +22,20 @@ pub struct Reply {
     /// An early reply that found no room in the queue: sent before the call's first
     /// notification, or once the call has returned (and its instance is free again).
     deferred: Mutex<Option<(String, Reservation)>>,
+    /// Room the handler reserved for the reply's payload, sent with it ([`Reply::hold_room`]).
+    room: Mutex<Reservation>,
+    /// What the request holds until its reply is queued ([`Reply::hold_until_queued`]).
+    guards: Mutex<Guards>,
+}
+
+/// What a request holds until its reply is queued.
+#[derive(Default)]
+struct Guards(Vec<Box<dyn Send>>);
+
+impl std::fmt::Debug for Guards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Guards({})", self.0.len())
+    }
 }
 
 impl Reply {
@@ -34,7 +48,28 @@ impl Reply {
             queued: AtomicBool::new(false),
             on_queued: tokio::sync::Notify::new(),
             deferred: Mutex::new(None),
+            room: Mutex::default(),
+            guards: Mutex::default(),
         }
+    }
+
+    /// Keeps `reserved` with the reply until it is written: a handler that reserved room for
+    /// its payload before producing it ([`Outbound::reserve`]).
+    pub fn hold_room(&self, reserved: Reservation) {
+        self.room
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .join(reserved);
+    }
+
+    /// Keeps `guard` until the reply is queued (a slot of a per-connection limit: a reply
+    /// waiting for room holds its slot, so a client that stops reading stops new work).
+    pub fn hold_until_queued(&self, guard: Box<dyn Send>) {
+        self.guards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .push(guard);
     }
 
     /// Sends `outcome` unless a reply was already sent (then sends a deferred early reply).
@@ -44,14 +79,23 @@ impl Reply {
             self.flush().await;
             return;
         }
+        let room = std::mem::take(&mut *self.room.lock().unwrap_or_else(PoisonError::into_inner));
         // A closed connection has nobody left to answer.
-        let _ = self.outbound.send(encode_reply(&self.id, outcome)).await;
+        let _ = self
+            .outbound
+            .send_reserved(encode_reply(&self.id, outcome), room)
+            .await;
         self.mark_queued();
     }
 
     fn mark_queued(&self) {
         self.queued.store(true, Ordering::Release);
         self.on_queued.notify_waiters();
+        self.guards
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .clear();
     }
 
     /// Queues a notification once `first` (what must reach the queue before it) is done.

@@ -104,3 +104,42 @@ async fn spinning_guests_on_other_connections_do_not_hold_up_others() {
         );
     }
 }
+
+/// One connection cannot take the engine's instance slots from everyone: its plugin calls run
+/// eight at a time, the rest wait their turn, and another connection's calls go on (with 1,010
+/// spinning calls on one connection, every other plugin call failed before).
+#[tokio::test]
+async fn one_connection_cannot_take_every_plugin_instance() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    std::fs::write(dir.path().join("note.txt"), "note").expect("write");
+    let server = spawn_websocket(&[
+        "--fs-root",
+        &root,
+        "--plugin",
+        PROBE_WASM,
+        "--plugin-time-limit-ms",
+        "3000",
+    ])
+    .await;
+    let mut greedy = server.connect().await;
+    greedy.handshake().await;
+    for _ in 0..1_010 {
+        greedy.send_request("probe/spin", json!({})).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut other = server.connect().await;
+    other.handshake().await;
+    let note = json!({"path": dir.path().join("note.txt").display().to_string()});
+    let started = std::time::Instant::now();
+    assert_eq!(
+        other.call("fs/readFile", note).await,
+        json!({"dataBase64": "bm90ZQ=="})
+    );
+    other.call("probe/noop", json!({})).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -281,3 +281,106 @@ async fn sandboxes_with_too_many_entries_are_refused() {
     start["sandbox"] = wexec_tests::managed(dir.path(), entries(256), "restricted");
     client.call("process/start", start).await;
 }
+
+/// Every big reply waits for room before it is produced, not only file contents: a client that
+/// pipelines `process/read`s of 1 MiB of output, or listings of 49,000 entries, and reads none
+/// of the replies holds a bounded amount of wexec's memory (2.6 GB in 1.4 s before).
+#[tokio::test]
+async fn unread_process_output_and_listings_hold_bounded_memory() {
+    let dir = TempDir::new();
+    let many = dir.path().join("many");
+    std::fs::create_dir(&many).expect("mkdir");
+    for index in 0..49_000 {
+        std::fs::File::create(many.join(format!("f{index:05}_{}", "n".repeat(40)))).expect("touch");
+    }
+    let root = dir.path().display().to_string();
+    let (server, mut client) =
+        spawn_stdio(&["--fs-root", &root, "--sandbox", "danger-full-access"]);
+    client.handshake().await;
+    let mut start = sleeper("out");
+    start["argv"] = json!(["head", "-c", "1048576", "/dev/urandom"]);
+    client.call("process/start", start).await;
+    // Wait for the whole output.
+    loop {
+        let read = client
+            .call("process/read", json!({"processId": "out", "waitMs": 1000}))
+            .await;
+        if read["closed"] == true {
+            break;
+        }
+    }
+    let baseline = wexec_tests::resident_bytes(server.pid());
+    let mut ids = Vec::new();
+    for _ in 0..600 {
+        ids.push(
+            client
+                .send_request("process/read", json!({"processId": "out"}))
+                .await,
+        );
+    }
+    for _ in 0..200 {
+        let path = many.display().to_string();
+        ids.push(
+            client
+                .send_request("fs/readDirectory", json!({"path": path}))
+                .await,
+        );
+    }
+    let mut peak = 0;
+    for _ in 0..30 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        peak = peak.max(wexec_tests::resident_bytes(server.pid()));
+    }
+    // 600 × 1.4 MB + 200 × 5 MB unbounded; the budgets allow a few hundred MB.
+    let grown = peak.saturating_sub(baseline);
+    assert!(grown < 400 * 1024 * 1024, "grew {} MiB", grown >> 20);
+    for id in ids {
+        let reply = client.reply_to(&json!(id)).await;
+        assert!(
+            reply.get("result").is_some(),
+            "{}",
+            reply.to_string().chars().take(200).collect::<String>()
+        );
+    }
+}
+
+/// Closed processes keep their output 30 s for late reads, within a host-wide budget: a client
+/// that keeps starting processes of 1 MiB of output holds a bounded amount of wexec's memory
+/// (1 MiB per process started in the last 30 s before: 3.5 GB after 16 s).
+#[tokio::test]
+async fn output_of_closed_processes_is_bounded_host_wide() {
+    let (server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
+    client.handshake().await;
+    let baseline = wexec_tests::resident_bytes(server.pid());
+    for round in 0..600 {
+        let mut start = sleeper(&format!("p{round}"));
+        start["argv"] = json!(["head", "-c", "1048576", "/dev/zero"]);
+        client.call("process/start", start).await;
+        // Until it closed: its output reached wexec.
+        loop {
+            let message = client.next_notification().await;
+            if message["method"] == "process/closed" {
+                break;
+            }
+        }
+    }
+    let grown = wexec_tests::resident_bytes(server.pid()).saturating_sub(baseline);
+    // 600 MiB retained before; the budget is 256 MiB.
+    assert!(grown < 400 * 1024 * 1024, "grew {} MiB", grown >> 20);
+    // The newest is still readable whole.
+    let read = client
+        .call("process/read", json!({"processId": "p599"}))
+        .await;
+    let bytes: usize = read["chunks"]
+        .as_array()
+        .expect("chunks")
+        .iter()
+        .map(|chunk| {
+            STANDARD
+                .decode(chunk["chunk"].as_str().expect("chunk"))
+                .expect("b64")
+                .len()
+        })
+        .sum();
+    assert_eq!(bytes, 1024 * 1024);
+}

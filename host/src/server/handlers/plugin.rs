@@ -29,7 +29,15 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
         watch: ctx.connection.watches.for_plugin(&plugin.name),
         sandbox: call_sandbox(&ctx, &params).await?,
     };
-    ctx.server
+    // The slot is held while the call runs and until its reply is queued, whichever is later.
+    let slot = Arc::clone(&ctx.connection.plugin_calls)
+        .acquire_owned()
+        .await
+        .map(Arc::new)
+        .map_err(|_| RpcError::internal_error("the connection is closing"))?;
+    ctx.reply.hold_until_queued(Box::new(Arc::clone(&slot)));
+    let outcome = ctx
+        .server
         .runtime
         .call(
             &plugin,
@@ -38,7 +46,9 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
             &params.to_string(),
             call,
         )
-        .await
+        .await;
+    drop(slot);
+    outcome
 }
 
 /// Methods whose `sandbox` param (Codex's, docs/protocol.md §7.3) confines the filesystem

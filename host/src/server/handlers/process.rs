@@ -207,6 +207,19 @@ pub async fn read(ctx: RequestContext, params: ProcessReadParams) -> RpcResult {
         return Err(RpcError::invalid_request(RESUMED_ELSEWHERE));
     }
     let snapshot = process.read(after_seq, params.max_bytes);
+    // Room for the output before it is encoded: a client that stops reading its replies
+    // holds a bounded amount of wexec's memory (docs/protocol.md §12).
+    let bytes: u64 = (snapshot.chunks.iter())
+        .map(|chunk| chunk.data.len() as u64)
+        .sum();
+    if bytes > 0 {
+        let outbound = &ctx.connection.outbound;
+        let room = match outbound.try_reserve(bytes) {
+            Some(room) => Some(room),
+            None => outbound.reserve(bytes).await.ok(),
+        };
+        ctx.reply.hold_room(room.unwrap_or_default());
+    }
     let (sandbox_denied, failure) = if snapshot.exit.is_some() {
         process.verdict()
     } else {
