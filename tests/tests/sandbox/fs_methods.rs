@@ -122,6 +122,15 @@ async fn the_request_sandbox_bounds_fs_writes_and_reads() {
         )
         .await;
     assert_eq!(error, rpc_error(-32600, "Permission denied (os error 13)"));
+    // Nor does a link to it show its size and times.
+    std::os::unix::fs::symlink(work.join("kept.txt"), work.join("to-kept")).expect("link");
+    let error = client
+        .call_err(
+            "fs/getMetadata",
+            json!({"path": uri(&work.join("to-kept")), "sandbox": denied}),
+        )
+        .await;
+    assert_eq!(error, rpc_error(-32600, "Permission denied (os error 13)"));
     let malformed = client
         .call_err("fs/readFile", json!({"path": uri(&work.join("kept.txt")), "sandbox": {"permissions": {"type": "disabled"}}}))
         .await;

@@ -159,6 +159,8 @@ impl Roots {
             .map_err(|err| resolved.io_error(&err))?;
         let meta = if follow && link.is_symlink() {
             let target = self.resolve(path, true)?;
+            // What the link leads to is read too: the request's sandbox must allow it.
+            check(policy, |policy| policy.read(&target, false))?;
             target
                 .root
                 .dir
