@@ -667,6 +667,32 @@ pub fn resident_bytes(pid: u32) -> u64 {
         .expect("VmRSS line")
 }
 
+/// Whether the process exists and is not a zombie (a reaped-late zombie holds no resources and
+/// runs no code, so the lifetime tests count it as gone).
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z")
+    })
+}
+
+/// Running processes (see [`running`]) whose command line (NUL-separated arguments) satisfies
+/// `matches`.
+pub fn running_where(matches: impl Fn(&[u8]) -> bool) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| matches(&cmdline))
+                && running(pid)
+        })
+        .collect()
+}
+
 /// Reads an HTTP request head, byte by byte (nothing of the body is consumed); `None` if the
 /// peer closes first.
 pub async fn read_http_head(stream: &mut TcpStream) -> Option<String> {

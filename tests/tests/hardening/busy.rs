@@ -14,6 +14,24 @@ async fn round_trips(client: &mut wexec_tests::Client, method: &str, params: Val
     }
 }
 
+/// A WebSocket server with the probe plugin under `time_limit_ms`, rooted at `dir`, where
+/// `note.txt` holds "note"; returns the server and the `fs/readFile` params of the note.
+async fn probe_server(dir: &TempDir, time_limit_ms: &str) -> (wexec_tests::Server, Value) {
+    let root = dir.path().display().to_string();
+    std::fs::write(dir.path().join("note.txt"), "note").expect("write");
+    let server = spawn_websocket(&[
+        "--fs-root",
+        &root,
+        "--plugin",
+        PROBE_WASM,
+        "--plugin-time-limit-ms",
+        time_limit_ms,
+    ])
+    .await;
+    let note = json!({"path": dir.path().join("note.txt").display().to_string()});
+    (server, note)
+}
+
 #[tokio::test]
 async fn slow_copies_on_other_connections_do_not_hold_up_status() {
     let dir = TempDir::new();
@@ -62,18 +80,7 @@ async fn slow_copies_on_other_connections_do_not_hold_up_status() {
 #[tokio::test]
 async fn spinning_guests_on_other_connections_do_not_hold_up_others() {
     let dir = TempDir::new();
-    let root = dir.path().display().to_string();
-    std::fs::write(dir.path().join("note.txt"), "note").expect("write");
-    let note = json!({"path": dir.path().join("note.txt").display().to_string()});
-    let server = spawn_websocket(&[
-        "--fs-root",
-        &root,
-        "--plugin",
-        PROBE_WASM,
-        "--plugin-time-limit-ms",
-        "4000",
-    ])
-    .await;
+    let (server, note) = probe_server(&dir, "4000").await;
     let mut spinners = Vec::new();
     for _ in 0..8 {
         let mut client = server.connect().await;
@@ -111,17 +118,7 @@ async fn spinning_guests_on_other_connections_do_not_hold_up_others() {
 #[tokio::test]
 async fn one_connection_cannot_take_every_plugin_instance() {
     let dir = TempDir::new();
-    let root = dir.path().display().to_string();
-    std::fs::write(dir.path().join("note.txt"), "note").expect("write");
-    let server = spawn_websocket(&[
-        "--fs-root",
-        &root,
-        "--plugin",
-        PROBE_WASM,
-        "--plugin-time-limit-ms",
-        "3000",
-    ])
-    .await;
+    let (server, note) = probe_server(&dir, "3000").await;
     let mut greedy = server.connect().await;
     greedy.handshake().await;
     for _ in 0..1_010 {
@@ -130,7 +127,6 @@ async fn one_connection_cannot_take_every_plugin_instance() {
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut other = server.connect().await;
     other.handshake().await;
-    let note = json!({"path": dir.path().join("note.txt").display().to_string()});
     let started = std::time::Instant::now();
     assert_eq!(
         other.call("fs/readFile", note).await,

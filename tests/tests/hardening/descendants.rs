@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wexec_tests::{Client, Server, TempDir, spawn_stdio, spawn_websocket};
+use wexec_tests::{Client, Server, TempDir, running, running_where, spawn_stdio, spawn_websocket};
 
 /// Starts a tree that escapes its process group three ways, writing each pid to a file in
 /// `dir`: a `setsid` session leader, its child, and a double-forked `setsid` grandchild
@@ -35,7 +35,7 @@ async fn tree_pids(dir: &Path) -> Vec<u32> {
             .filter_map(|text| text.trim().parse().ok())
             .collect();
         if pids.len() == 3 {
-            assert!(pids.iter().all(|&pid| alive(pid)), "{pids:?}");
+            assert!(pids.iter().all(|&pid| running(pid)), "{pids:?}");
             return pids;
         }
         assert!(Instant::now() < deadline, "the tree did not start");
@@ -43,22 +43,13 @@ async fn tree_pids(dir: &Path) -> Vec<u32> {
     }
 }
 
-/// Alive and not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z")
-    })
-}
-
 /// Asserts every pid is gone within a few seconds (the termination grace is 2 s).
 async fn all_gone(pids: &[u32], case: &str) {
     let deadline = Instant::now() + Duration::from_secs(6);
-    while pids.iter().any(|&pid| alive(pid)) && Instant::now() < deadline {
+    while pids.iter().any(|&pid| running(pid)) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let survivors: Vec<&u32> = pids.iter().filter(|&&pid| alive(pid)).collect();
+    let survivors: Vec<&u32> = pids.iter().filter(|&&pid| running(pid)).collect();
     assert!(survivors.is_empty(), "{case}: {survivors:?} outlived it");
 }
 
@@ -170,18 +161,7 @@ fn tree_of(pid: u32) -> Vec<(u32, String)> {
 
 /// Processes whose command line contains `marker`.
 fn marked(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|cmd| String::from_utf8_lossy(&cmd).contains(marker))
-                && alive(*pid)
-        })
-        .collect()
+    running_where(|cmdline| String::from_utf8_lossy(cmdline).contains(marker))
 }
 
 /// An unconfined program's orphans are reaped as they end, not when it does (400 of them

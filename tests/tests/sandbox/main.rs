@@ -21,7 +21,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
-use wexec_tests::Client;
+use wexec_tests::{Client, running_where};
 pub use wexec_tests::{codex_read_only, codex_workspace_write, managed, special};
 
 /// A finished process, as `process/read` reported it.
@@ -105,27 +105,11 @@ fn uri(path: &Path) -> String {
 
 /// Host pids whose command line contains `marker` as an argument.
 pub fn pids_with_argument(marker: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-                cmdline
-                    .split(|&byte| byte == 0)
-                    .any(|argument| argument == marker.as_bytes())
-            })
-        })
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                stat.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.split_whitespace().next())
-                    .is_some_and(|state| state != "Z")
-            })
-        })
-        .collect()
+    running_where(|cmdline| {
+        cmdline
+            .split(|&byte| byte == 0)
+            .any(|argument| argument == marker.as_bytes())
+    })
 }
 
 /// Waits until `count` processes carry `marker` (they started); returns them.
