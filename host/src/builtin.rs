@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use crate::grants::{FsRoot, Grants, HostPattern};
 use crate::runtime::{Limits, PluginSpec};
@@ -39,7 +38,7 @@ pub fn specs(
 ) -> Vec<PluginSpec> {
     let spec = |name: &str, (bytes, sha256): Bundled, grants: Grants| PluginSpec {
         origin: format!("built-in {name}"),
-        bytes: Arc::from(bytes),
+        bytes: bytes::Bytes::from_static(bytes),
         grants,
         limits,
         builtin: true,

@@ -54,9 +54,14 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     }
     let shutdown = shutdown_signal()?;
     // The probe runs a confined process through the supervisor (several ms, mostly in other
-    // processes): wexec loads and serves meanwhile. `process/start` waits for the verdict
+    // processes) once startup is over: wexec loads and serves meanwhile. `process/start` waits
+    // for the verdict
     // (`sandbox/kernel.rs`); a failed one under a ceiling that needs confinement ends wexec
     // with the startup error, whether serving ends first or not.
+    tokio::spawn(async {
+        tokio::time::sleep(startup::SETTLE_AFTER).await;
+        startup::settle();
+    });
     let verdict = tokio::spawn(probe_sandbox(
         settings.ceiling.processes,
         settings.ceiling.mode,
@@ -76,6 +81,11 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     let (listen, credential) = (settings.listen, settings.credential.clone());
     let serving = async move {
         let server = server::ServerState::new(settings).await?;
+        let warming = Arc::clone(&server);
+        tokio::spawn(async move {
+            startup::settled().await;
+            warming.runtime.warm_up();
+        });
         if cgroups {
             process::cgroup::prepare().map_err(|reason| {
                 RunError::Sandbox(format!(
@@ -142,6 +152,8 @@ async fn probe_sandbox(
             detail: "simulated by --simulate-missing-sandbox".to_owned(),
         })
     } else {
+        // Not before startup is over ([`startup::settle`]); `process/start` waits for it.
+        startup::settled().await;
         process::spawn::probe().await
     };
     if let Err(missing) = &outcome {

@@ -5,6 +5,13 @@
 //! fills it) and the default sandbox ceiling; Codex with a scratch `HOME` and `CODEX_HOME`.
 //! Also in the same rounds, the floor: spawning `true` and waiting for it to exit.
 //!
+//! Two more rows time a start up to its first useful answer, since work a server leaves for
+//! after `initialize` lands on the first requests: spawn → `initialize` → `initialized` → the
+//! reply to a 4 KiB `fs/readFile` (wexec's first plugin call: its engine and the `fs` plugin
+//! are not ready before), and spawn → … → `process/closed` of a `process/start` of `/bin/true`
+//! with each server's default confinement (wexec confines it, Codex without a `sandbox`
+//! object does not).
+//!
 //! With `WEXEC_BASELINE_BIN=<another wexec binary>` (say, main's, copied aside), that wexec
 //! takes its turns too: a change's effect, side by side in one run.
 //!
@@ -13,9 +20,11 @@
 #![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use serde_json::{Value, json};
 use wexec_tests::TempDir;
 
 const WARMUP: usize = 3;
@@ -23,8 +32,31 @@ const ROUNDS: usize = 31;
 
 const INITIALIZE: &str = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"clientName\":\"bench\"}}\n";
 
-/// Spawn → first stdout line, which must be the `initialize` result.
-fn once(mut command: Command) -> Duration {
+/// How far a start is timed.
+#[derive(Clone, Copy)]
+enum Until {
+    /// The `initialize` reply.
+    Initialized,
+    /// The reply to a `fs/readFile` sent after the handshake.
+    FirstRead,
+    /// The `process/closed` of a `process/start` sent after the handshake.
+    FirstProcess,
+}
+
+impl Until {
+    const ALL: [Self; 3] = [Self::Initialized, Self::FirstRead, Self::FirstProcess];
+
+    fn row(self) -> &'static str {
+        match self {
+            Self::Initialized => "spawn → initialize reply",
+            Self::FirstRead => "spawn → first fs/readFile (4 KiB) reply",
+            Self::FirstProcess => "spawn → first process/start of /bin/true closed",
+        }
+    }
+}
+
+/// Spawn → the answer `until` names; `dir` holds `file.txt` and is the process's cwd.
+fn once(mut command: Command, until: Until, dir: &Path) -> Duration {
     let began = Instant::now();
     let mut child = command
         .stdin(Stdio::piped())
@@ -34,15 +66,46 @@ fn once(mut command: Command) -> Duration {
         .expect("spawn the server");
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(INITIALIZE.as_bytes()).expect("write");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("read");
-    let took = began.elapsed();
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut next = || -> Value {
+        let line = lines.next().expect("a line").expect("read");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    let reply = next();
     assert!(
-        line.contains("sessionId"),
-        "not an initialize result: {line}"
+        reply["result"]["sessionId"].is_string(),
+        "not an initialize result: {reply}"
     );
+    let mut send = |message: Value| {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .expect("write");
+    };
+    let uri = |path: &Path| format!("file://{}", path.display());
+    match until {
+        Until::Initialized => {}
+        Until::FirstRead => {
+            send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+            send(json!({"jsonrpc": "2.0", "id": 2, "method": "fs/readFile",
+                        "params": {"path": uri(&dir.join("file.txt"))}}));
+            let reply = next();
+            assert!(reply["result"]["dataBase64"].is_string(), "{reply}");
+        }
+        Until::FirstProcess => {
+            send(json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+            send(json!({"jsonrpc": "2.0", "id": 2, "method": "process/start",
+                        "params": {"processId": "p", "argv": ["/bin/true"], "cwd": uri(dir),
+                                   "env": {"PATH": "/usr/bin:/bin"}, "tty": false}}));
+            loop {
+                let message = next();
+                assert!(message.get("error").is_none(), "{message}");
+                if message["method"] == "process/closed" {
+                    break;
+                }
+            }
+        }
+    }
+    let took = began.elapsed();
     drop(stdin);
     child.wait().expect("wait");
     took
@@ -63,11 +126,26 @@ fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
+/// The samples of one server, per row.
+#[derive(Default)]
+struct Samples([Vec<Duration>; 3]);
+
+impl Samples {
+    fn median(&mut self, until: Until) -> Duration {
+        median(&mut self.0[until as usize])
+    }
+}
+
 fn main() {
     let home = TempDir::new();
+    let dir = home.path().join("work");
+    std::fs::create_dir_all(&dir).expect("work dir");
+    std::fs::write(dir.join("file.txt"), vec![b'x'; 4096]).expect("file");
     let wexec_at = |bin: &std::ffi::OsStr| {
         let mut command = Command::new(bin);
         command
+            .arg("--fs-root")
+            .arg(&dir)
             .current_dir(home.path())
             .env("XDG_CACHE_HOME", home.path().join("cache"))
             .env("RUST_LOG", "warn");
@@ -90,24 +168,28 @@ fn main() {
     if codex_bin.is_none() {
         println!("CODEX_BIN is not set: measuring wexec alone (see the header)");
     }
-    let (mut ours, mut theirs, mut floors) = (Vec::new(), Vec::new(), Vec::new());
-    let mut before = Vec::new();
+    let (mut ours, mut before, mut theirs) =
+        (Samples::default(), Samples::default(), Samples::default());
+    let mut floors = Vec::new();
     for round in 0..WARMUP + ROUNDS {
         let measured = round >= WARMUP;
-        let took = once(wexec());
-        if measured {
-            ours.push(took);
-        }
-        if let Some(command) = baseline() {
-            let took = once(command);
+        for until in Until::ALL {
+            let row = until as usize;
+            let took = once(wexec(), until, &dir);
             if measured {
-                before.push(took);
+                ours.0[row].push(took);
             }
-        }
-        if let Some(command) = codex() {
-            let took = once(command);
-            if measured {
-                theirs.push(took);
+            if let Some(command) = baseline() {
+                let took = once(command, until, &dir);
+                if measured {
+                    before.0[row].push(took);
+                }
+            }
+            if let Some(command) = codex() {
+                let took = once(command, until, &dir);
+                if measured {
+                    theirs.0[row].push(took);
+                }
             }
         }
         let took = floor();
@@ -115,26 +197,29 @@ fn main() {
             floors.push(took);
         }
     }
-    let ours = median(&mut ours);
     println!(
-        "spawn → initialize reply, median of {ROUNDS}: wexec {:.2} ms; floor (spawn `true`) {:.2} ms",
-        ms(ours),
+        "median of {ROUNDS}; floor (spawn `true`) {:.2} ms",
         ms(median(&mut floors))
     );
-    if !before.is_empty() {
-        let before = median(&mut before);
-        println!(
-            "baseline wexec {:.2} ms; this / baseline = {:.2}",
-            ms(before),
-            ms(ours) / ms(before)
-        );
-    }
-    if !theirs.is_empty() {
-        let theirs = median(&mut theirs);
-        println!(
-            "codex exec-server {:.2} ms; wexec / codex = {:.2}",
-            ms(theirs),
-            ms(ours) / ms(theirs)
-        );
+    for until in Until::ALL {
+        let wexec = ours.median(until);
+        let mut line = format!("{}: wexec {:.2} ms", until.row(), ms(wexec));
+        if baseline_bin.is_some() {
+            let before = before.median(until);
+            line += &format!(
+                "; baseline wexec {:.2} ms (this / baseline = {:.2})",
+                ms(before),
+                ms(wexec) / ms(before)
+            );
+        }
+        if codex_bin.is_some() {
+            let codex = theirs.median(until);
+            line += &format!(
+                "; codex exec-server {:.2} ms (wexec / codex = {:.2})",
+                ms(codex),
+                ms(wexec) / ms(codex)
+            );
+        }
+        println!("{line}");
     }
 }

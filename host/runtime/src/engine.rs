@@ -4,9 +4,11 @@
 //! (a guard page per fiber stack, one `mprotect` each). It is built on its own thread, which then
 //! stays as the epoch ticker: what needs it waits for it ([`Core::get`]), and a start that can
 //! answer its first requests from what the compile cache remembers does not wait at all
-//! (`linked.rs`).
+//! (`linked.rs`). The thread starts building when the first thing needs the engine or when the
+//! host says startup is over ([`Core::start`]), whichever comes first: built at once, it took
+//! a CPU from the first answer on a 2-core machine.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use tokio::sync::watch;
 use wasmtime::Engine;
@@ -48,18 +50,25 @@ pub struct Core {
     seen: Arc<OnceLock<Result<Arc<Built>, String>>>,
     /// The epoch ticker the stores of this engine count themselves in with.
     ticker: Arc<Ticker>,
+    /// Taken to let the thread build ([`Core::start`]).
+    go: Arc<Mutex<Option<std::sync::mpsc::Sender<()>>>>,
+    /// Whether [`Core::start`] was called, for what waits for it without calling it.
+    started: Arc<watch::Sender<bool>>,
 }
 
 impl Core {
-    /// Starts building an engine whose memories may grow to `max_memory` bytes. Its thread
-    /// ticks the epoch afterwards.
+    /// Starts the thread that builds an engine whose memories may grow to `max_memory` bytes
+    /// once [`Core::start`] is called, and then ticks the epoch.
     pub fn build(max_memory: usize) -> std::io::Result<Self> {
         let (done, built) = watch::channel(None);
         let ticker = Arc::new(Ticker::default());
         let ticking = Arc::clone(&ticker);
+        let (go, wait) = std::sync::mpsc::channel::<()>();
         std::thread::Builder::new()
             .name("wexec-engine".into())
             .spawn(move || {
+                // Nothing is ever sent: the sender dropped is the signal.
+                let _ = wait.recv();
                 let outcome = Built::new(max_memory).map(Arc::new);
                 let engine = outcome.as_ref().ok().map(|built| built.engine.clone());
                 done.send_replace(Some(outcome));
@@ -71,7 +80,27 @@ impl Core {
             built,
             seen: Arc::default(),
             ticker,
+            go: Arc::new(Mutex::new(Some(go))),
+            started: Arc::new(watch::Sender::new(false)),
         })
+    }
+
+    /// Lets the engine be built now. Idempotent; [`Core::get`] calls it.
+    pub fn start(&self) {
+        drop(
+            self.go
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        self.started
+            .send_if_modified(|started| !std::mem::replace(started, true));
+    }
+
+    /// Resolves once [`Core::start`] was called, without calling it: work that can wait for
+    /// the end of startup waits here.
+    pub async fn started(&self) {
+        let _ = self.started.subscribe().wait_for(|started| *started).await;
     }
 
     /// The epoch ticker of this core's engine.
@@ -100,6 +129,7 @@ impl Core {
         if let Some(seen) = self.seen.get() {
             return seen.clone();
         }
+        self.start();
         let mut built = self.built.clone();
         let outcome = match built.wait_for(Option::is_some).await {
             Ok(outcome) => outcome
@@ -144,4 +174,23 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<HostState>> {
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     bindings::Plugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |state| state)?;
     Ok(linker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What waits for the end of startup does not start the build; what needs the engine does.
+    #[tokio::test]
+    async fn the_engine_is_built_when_started_or_needed() {
+        let core = Core::build(MIN_MAX_MEMORY).expect("thread");
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(50), core.started());
+        assert!(waiting.await.is_err(), "started before anyone started it");
+        assert!(core.built.borrow().is_none(), "built before it was started");
+        let built = core.get().await;
+        assert!(built.is_ok(), "{:?}", built.err());
+        core.started().await;
+        core.start();
+        assert!(core.get().await.is_ok());
+    }
 }

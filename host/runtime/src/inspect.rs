@@ -49,7 +49,7 @@ pub struct Described {
 }
 
 /// Inspects `bytes` (from `origin`, for messages).
-pub async fn inspect(origin: &str, bytes: Arc<[u8]>) -> Result<Inspection, LoadError> {
+pub async fn inspect(origin: &str, bytes: bytes::Bytes) -> Result<Inspection, LoadError> {
     let limits = Limits::default();
     let (built, ticker) = Core::build_here(limits.memory_bytes).map_err(LoadError::Engine)?;
     let (engine, linker) = (&built.engine, &built.linker);

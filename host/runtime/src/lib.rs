@@ -235,9 +235,7 @@ impl Runtime {
             plugins.push(plugin);
         }
         runtime.install(assemble(plugins)?);
-        for plugin in later {
-            link_in_background(plugin, runtime.linking.clone(), runtime.failed.0.clone());
-        }
+        link_in_background(later, runtime.linking.clone(), runtime.failed.0.clone());
         Ok(runtime)
     }
 
@@ -332,11 +330,20 @@ impl Runtime {
         Arc::clone(&self.table.read().unwrap_or_else(PoisonError::into_inner))
     }
 
+    /// Startup is over: build the engine and link the bundled plugins [`Self::load`] left for
+    /// later, unless a call already made them start. Until then they wait, so that they do not
+    /// compete with the first answers for the CPU.
+    pub fn warm_up(&self) {
+        self.core.start();
+    }
+
     /// Returns a load failure found after [`Self::load`] returned (the engine could not be built,
     /// a bundled plugin linked in the background could not be linked); pending while none is.
     /// wexec stops on it, as it would have at startup.
     pub async fn failure(&self) -> LoadError {
         let engine = async {
+            // Waiting for the build must not start it.
+            self.core.started().await;
             match self.core.get().await {
                 Err(reason) => LoadError::Engine(reason),
                 Ok(_) => std::future::pending().await,

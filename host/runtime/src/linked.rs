@@ -72,6 +72,10 @@ impl Linking {
     }
 }
 
+/// The nice value of background links: on a small machine they share the CPUs with the first
+/// requests, which should win.
+pub const BACKGROUND_NICE: i32 = 10;
+
 /// The linked component: at hand, or being linked.
 pub struct Linked(tokio::sync::OnceCell<PluginPre<HostState>>);
 
@@ -86,8 +90,39 @@ impl Linked {
         Self(tokio::sync::OnceCell::new())
     }
 
+    /// Links `spec` on a thread of its own at a lower priority (nice [`BACKGROUND_NICE`]), and
+    /// keeps the result unless a call linked it first. It never holds up a call: one that needs
+    /// the plugin meanwhile links it itself ([`Self::get`]; that plugin is then linked twice).
+    pub async fn link_in_background(
+        &self,
+        linking: &Linking,
+        spec: &PluginSpec,
+    ) -> Result<(), String> {
+        if self.0.initialized() {
+            return Ok(());
+        }
+        let built = (linking.core.get().await)
+            .map_err(|err| format!("the WebAssembly engine could not be built: {err}"))?;
+        let (linking, spec) = (linking.clone(), spec.clone());
+        let (send, linked) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("wexec-link".into())
+            .spawn(move || {
+                // This thread's own priority (Linux's nice is per thread); it ends with the link.
+                let _ = rustix::process::setpriority_process(None, BACKGROUND_NICE);
+                let _ = send.send(linking.link(&built, &spec, None));
+            })
+            .map_err(|err| format!("cannot start a thread to link it: {err}"))?;
+        let pre = (linked.await)
+            .map_err(|_| "its link did not finish".to_owned())?
+            .map_err(|err| err.to_string())?;
+        // Already set, or being set by a call: that one is kept.
+        let _ = self.0.set(pre);
+        Ok(())
+    }
+
     /// The linked component, linking `spec` on the blocking pool unless it is linked or being
-    /// linked already (then this waits for that). A failure is not kept: the next call tries
+    /// linked already by another call (then this waits for that). A failure is not kept: the next call tries
     /// again (a link cut short by shutdown is no verdict on the plugin).
     pub async fn get(
         &self,

@@ -1,7 +1,5 @@
 //! What to load, and why a plugin could not be loaded.
 
-use std::sync::Arc;
-
 use crate::grants::Grants;
 use crate::limits::Limits;
 
@@ -13,8 +11,9 @@ pub const CONTRACT_VERSION: &str = "0.1.0";
 pub struct PluginSpec {
     /// Where the component came from, for error messages (a path, or `built-in fs`).
     pub origin: String,
-    /// The component.
-    pub bytes: Arc<[u8]>,
+    /// The component. The bundled ones are the binary's own bytes, not a copy: copying
+    /// 1.7 MB cost a start ~1.2 ms, most of it page faults.
+    pub bytes: bytes::Bytes,
     /// What the operator granted.
     pub grants: Grants,
     /// Its limits.
@@ -63,9 +62,9 @@ pub(crate) fn invalid(spec: &PluginSpec, reason: String) -> LoadError {
 }
 
 /// A plugin file read from disk.
-pub fn read_plugin_file(path: &std::path::Path) -> Result<Arc<[u8]>, LoadError> {
+pub fn read_plugin_file(path: &std::path::Path) -> Result<bytes::Bytes, LoadError> {
     std::fs::read(path)
-        .map(Arc::from)
+        .map(bytes::Bytes::from)
         .map_err(|err| LoadError::Invalid {
             origin: path.display().to_string(),
             reason: format!("cannot be read: {err}"),

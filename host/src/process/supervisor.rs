@@ -35,6 +35,9 @@ static ZYGOTE: OnceLock<[Mutex<OwnedFd>; 3]> = OnceLock::new();
 /// Where wexec tells the zygote the ports it listens on ([`guard_listeners`]), once.
 static LISTENERS: Mutex<Option<OwnedFd>> = Mutex::new(None);
 
+/// Closed to let the zygote fork its spares ([`warm_up`]).
+static WARM_UP: Mutex<Option<OwnedFd>> = Mutex::new(None);
+
 /// Why the supervisor could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -62,21 +65,25 @@ pub fn start() -> Result<(), StartError> {
         .map_err(std::io::Error::from)
     };
     let pairs = [pair()?, pair()?, pair()?];
-    let (listeners, tell) =
-        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
+    let pipe =
+        || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from);
+    let (listeners, tell) = pipe()?;
+    let (warm, warm_up) = pipe()?;
     match child::fork() {
         Some(0) => {
-            drop(tell);
+            drop((tell, warm_up));
             zygote::serve(
                 pairs.map(|(ours, theirs)| {
                     drop(ours);
                     theirs
                 }),
                 listeners,
+                warm,
             )
         }
         Some(_) => {
             *LISTENERS.lock().unwrap_or_else(PoisonError::into_inner) = Some(tell);
+            *WARM_UP.lock().unwrap_or_else(PoisonError::into_inner) = Some(warm_up);
             ZYGOTE
                 .set(pairs.map(|(ours, _)| Mutex::new(ours)))
                 .map_err(|_| StartError::Misplaced)
@@ -101,6 +108,19 @@ pub fn guard_listeners(listening: &[u16]) {
     if let Err(err) = std::io::Write::write_all(&mut std::fs::File::from(tell), line.as_bytes()) {
         tracing::warn!("cannot tell the process supervisor wexec's ports: {err}");
     }
+}
+
+/// Lets the zygote fork its spare helpers. Until then it forks nothing: forking seven
+/// helpers and building four sets of namespaces (~3 ms of CPU on 2 cores) held up wexec's
+/// first answer by as much. A start that comes earlier still gets its helper: the zygote
+/// wakes for any request waiting on its sockets.
+pub fn warm_up() {
+    drop(
+        WARM_UP
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(),
+    );
 }
 
 /// Whether [`start`] ran.

@@ -92,6 +92,8 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
                     .await
             }
         };
+        // The first answer is out: what startup left for later may have the CPU now.
+        crate::startup::settle();
         if let Flow::Close = flow {
             break;
         }

@@ -26,10 +26,13 @@ const SPARES: usize = 2;
 /// wait on the sockets, and each that takes a request asks for a replacement of its kind.
 /// Spares for confined starts with network come from a zygote of their own, forked first,
 /// which waits for the ports wexec listens on (`listeners`) and restricts itself once so that
-/// nothing it forks can connect to them ([`super::ports`]).
-pub fn serve(sockets: [OwnedFd; 3], listeners: OwnedFd) -> ! {
+/// nothing it forks can connect to them ([`super::ports`]). Nothing is forked before wexec
+/// closes `warm` or a request waits on a socket ([`super::warm_up`]).
+pub fn serve(sockets: [OwnedFd; 3], listeners: OwnedFd, warm: OwnedFd) -> ! {
     quiet_stdio();
     ignore_children(true);
+    wait_for_warm_up(&warm, &sockets);
+    drop(warm);
     confine::filter::prepare();
     // Replacing a spare (a fork, and a confined one's namespaces: ~1 ms of kernel work) runs
     // while the start that took it goes on, and must not delay it: a batch task does not
@@ -45,6 +48,35 @@ pub fn serve(sockets: [OwnedFd; 3], listeners: OwnedFd) -> ! {
     // The confined one before the other: wexec's startup probe takes one, and the first start
     // of each kind should not wait for a second of another.
     serve_kinds(&[Kind::Confined, Kind::Plain], &sockets, Ok(()))
+}
+
+/// Returns once `warm` is closed or a request waits on one of `sockets`; ends the zygote when
+/// wexec is gone.
+fn wait_for_warm_up(warm: &OwnedFd, sockets: &[OwnedFd; 3]) {
+    use rustix::event::{PollFd, PollFlags};
+    loop {
+        let mut fds = vec![PollFd::new(warm, PollFlags::IN)];
+        fds.extend(
+            sockets
+                .iter()
+                .map(|socket| PollFd::new(socket, PollFlags::IN)),
+        );
+        match rustix::event::poll(&mut fds, None) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => exit(0),
+        }
+        // wexec gone closes both the pipe and the sockets; a socket's peer closed is the sign.
+        if fds[1..]
+            .iter()
+            .any(|fd| fd.revents().intersects(PollFlags::HUP | PollFlags::ERR))
+        {
+            exit(0);
+        }
+        if fds.iter().any(|fd| !fd.revents().is_empty()) {
+            return;
+        }
+    }
 }
 
 /// Keeps [`SPARES`] helpers of each of `kinds` forked until wexec is gone. `guarded` is how
