@@ -5,7 +5,9 @@
 //!
 //! Run: `cargo bench -p wexec-tests --bench process_stream`; with
 //! `WEXEC_BASELINE_BIN=<another wexec binary>` that wexec takes its turns too, for a change's
-//! cost side by side.
+//! cost side by side. `PROCESS_STREAM_PROFILE=1` runs only wexec's turns, printing each
+//! round's rate: for a profiler attached to wexec (`perf record -a`), with no pipe or client-only
+//! turns in the samples.
 
 #![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
 
@@ -141,6 +143,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn main() {
     let binary = wexec_tests::wexec_bin();
+    if std::env::var_os("PROCESS_STREAM_PROFILE").is_some() {
+        for _ in 0..ROUNDS {
+            println!("{:.0} MB/s", through_wexec(&binary) / 1e6);
+        }
+        return;
+    }
     let baseline = std::env::var_os("WEXEC_BASELINE_BIN").map(std::path::PathBuf::from);
     let mut wexec = Vec::new();
     let mut pipe = Vec::new();

@@ -595,7 +595,7 @@ async fn compiled_plugins_are_cached_so_a_restart_does_not_recompile() {
     assert_eq!(
         (
             ending(".cwasm"),
-            ending(".sha256"),
+            ending(".blake3"),
             ending(".describe.json"),
             ending(".environment.json"),
             written.len()
