@@ -9,7 +9,10 @@
 //! path: wexec knows their `describe` is a constant; an operator's plugin is described by
 //! running it, every start.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use super::bindings::exports::wexec::plugin::handler::PluginInfo;
 use super::bindings::wexec::plugin::types::Capability;
@@ -77,28 +80,88 @@ impl Linking {
 pub const BACKGROUND_NICE: i32 = 10;
 
 /// The linked component: at hand, or being linked.
-pub struct Linked(tokio::sync::OnceCell<PluginPre<HostState>>);
+///
+/// A call that needs it before its background link is done links it too and takes whichever
+/// link finishes first: measured on 2 cores, a call that waited for its own link while the
+/// background one was already done answered up to 2 ms later than it could have. A background
+/// link not yet begun leaves a plugin a call is linking alone.
+pub struct Linked<P = PluginPre<HostState>> {
+    pre: tokio::sync::OnceCell<P>,
+    /// A background link's result, which a call linking meanwhile may take.
+    background: watch::Sender<Option<P>>,
+    /// A call is linking it.
+    on_call: AtomicBool,
+}
 
-impl Linked {
+impl<P: Clone> Linked<P> {
     /// Linked already.
-    pub fn ready(pre: PluginPre<HostState>) -> Self {
-        Self(tokio::sync::OnceCell::new_with(Some(pre)))
+    pub fn ready(pre: P) -> Self {
+        Self::with(tokio::sync::OnceCell::new_with(Some(pre)))
     }
 
     /// To be linked (by [`Self::get`], or a background link that got there first).
     pub fn pending() -> Self {
-        Self(tokio::sync::OnceCell::new())
+        Self::with(tokio::sync::OnceCell::new())
     }
 
+    fn with(pre: tokio::sync::OnceCell<P>) -> Self {
+        Self {
+            pre,
+            background: watch::Sender::new(None),
+            on_call: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a background link should begin: not once linked, nor while a call links.
+    fn wanted_in_background(&self) -> bool {
+        !self.pre.initialized() && !self.on_call.load(Ordering::Acquire)
+    }
+
+    /// A background link is done: kept, and offered to a call linking meanwhile.
+    fn linked_in_background(&self, pre: P) {
+        self.background.send_replace(Some(pre.clone()));
+        // Already set, or being set by a call (which takes `background` if its own link is
+        // not done yet).
+        let _ = self.pre.set(pre);
+    }
+
+    /// The linked component: `own` links it unless it is linked or being linked already by
+    /// another call (then this waits for that); a background link that finishes first is taken
+    /// instead. A failure is not kept: the next call tries again (a link cut short by shutdown
+    /// is no verdict on the plugin).
+    async fn get_or_link(
+        &self,
+        own: impl Future<Output = Result<P, String>>,
+    ) -> Result<&P, String> {
+        self.pre
+            .get_or_try_init(|| {
+                self.on_call.store(true, Ordering::Release);
+                let mut background = self.background.subscribe();
+                let theirs = async move {
+                    let linked = background.wait_for(Option::is_some).await.ok()?;
+                    linked.clone()
+                };
+                async move {
+                    tokio::select! {
+                        linked = own => linked,
+                        Some(pre) = theirs => Ok(pre),
+                    }
+                }
+            })
+            .await
+    }
+}
+
+impl Linked {
     /// Links `spec` on a thread of its own at a lower priority (nice [`BACKGROUND_NICE`]), and
     /// keeps the result unless a call linked it first. It never holds up a call: one that needs
-    /// the plugin meanwhile links it itself ([`Self::get`]; that plugin is then linked twice).
+    /// the plugin meanwhile links it too and takes the first link done ([`Self::get`]).
     pub async fn link_in_background(
         &self,
         linking: &Linking,
         spec: &PluginSpec,
     ) -> Result<(), String> {
-        if self.0.initialized() {
+        if !self.wanted_in_background() {
             return Ok(());
         }
         let built = (linking.core.get().await)
@@ -116,33 +179,28 @@ impl Linked {
         let pre = (linked.await)
             .map_err(|_| "its link did not finish".to_owned())?
             .map_err(|err| err.to_string())?;
-        // Already set, or being set by a call: that one is kept.
-        let _ = self.0.set(pre);
+        self.linked_in_background(pre);
         Ok(())
     }
 
-    /// The linked component, linking `spec` on the blocking pool unless it is linked or being
-    /// linked already by another call (then this waits for that). A failure is not kept: the next call tries
-    /// again (a link cut short by shutdown is no verdict on the plugin).
+    /// The linked component, linking `spec` on the blocking pool if need be
+    /// ([`Self::get_or_link`]).
     pub async fn get(
         &self,
         linking: &Linking,
         spec: &PluginSpec,
     ) -> Result<&PluginPre<HostState>, String> {
-        self.0
-            .get_or_try_init(|| {
-                let (linking, spec) = (linking.clone(), spec.clone());
-                async move {
-                    let built = linking.core.get().await.map_err(|err| {
-                        format!("the WebAssembly engine could not be built: {err}")
-                    })?;
-                    tokio::task::spawn_blocking(move || linking.link(&built, &spec, None))
-                        .await
-                        .map_err(|err| format!("its link did not finish: {err}"))?
-                        .map_err(|err| err.to_string())
-                }
-            })
-            .await
+        // Nothing is cloned unless a link is needed: this runs on every call.
+        self.get_or_link(async {
+            let built = (linking.core.get().await)
+                .map_err(|err| format!("the WebAssembly engine could not be built: {err}"))?;
+            let (linking, spec) = (linking.clone(), spec.clone());
+            tokio::task::spawn_blocking(move || linking.link(&built, &spec, None))
+                .await
+                .map_err(|err| format!("its link did not finish: {err}"))?
+                .map_err(|err| err.to_string())
+        })
+        .await
     }
 }
 
@@ -225,6 +283,8 @@ pub fn remember(cache: &Cache, key: &str, description: &Description) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
@@ -254,5 +314,54 @@ mod tests {
                 .into_info()
                 .is_none()
         );
+    }
+
+    fn never<T>() -> impl Future<Output = Result<T, String>> {
+        std::future::pending()
+    }
+
+    /// A call that began its own link takes a background link that finishes first.
+    #[tokio::test]
+    async fn a_call_takes_the_first_link_done() {
+        let linked = std::sync::Arc::new(Linked::<u32>::pending());
+        let calling = std::sync::Arc::clone(&linked);
+        let call = tokio::spawn(async move { calling.get_or_link(never()).await.copied() });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!linked.wanted_in_background(), "a call is linking it");
+        linked.linked_in_background(7);
+        let got = tokio::time::timeout(Duration::from_secs(5), call).await;
+        assert_eq!(got.expect("not left waiting").expect("joined"), Ok(7));
+    }
+
+    /// A call's own link that finishes first is kept; a later background link changes nothing.
+    #[tokio::test]
+    async fn a_call_keeps_its_own_link_when_it_is_first() {
+        let linked = Linked::<u32>::pending();
+        assert!(linked.wanted_in_background());
+        assert_eq!(linked.get_or_link(async { Ok(1) }).await, Ok(&1));
+        assert!(!linked.wanted_in_background(), "linked already");
+        linked.linked_in_background(2);
+        assert_eq!(linked.get_or_link(never()).await, Ok(&1));
+    }
+
+    /// A failed link is no verdict: the next call links again, or takes a background link.
+    #[tokio::test]
+    async fn a_failed_link_is_not_kept() {
+        let linked = Linked::<u32>::pending();
+        let failed = linked
+            .get_or_link(async { Err("cut short".to_owned()) })
+            .await;
+        assert_eq!(failed, Err("cut short".to_owned()));
+        linked.linked_in_background(3);
+        assert_eq!(linked.get_or_link(never()).await, Ok(&3));
+    }
+
+    /// A background link done before any call is what calls get, without linking.
+    #[tokio::test]
+    async fn a_background_link_serves_later_calls() {
+        let linked = Linked::<u32>::pending();
+        linked.linked_in_background(4);
+        assert!(!linked.wanted_in_background());
+        assert_eq!(linked.get_or_link(never()).await, Ok(&4));
     }
 }
