@@ -122,8 +122,7 @@ impl Cache {
     /// What the cache holds under `key` (a component's [`key`]): read and checked against its
     /// digest, without the engine, so this runs while the engine is being built.
     pub fn lookup(&self, key: &str) -> Entry {
-        let (artifact_name, digest_name) =
-            (format!("{key}.cwasm"), format!("{key}.{DIGEST_SUFFIX}"));
+        let (artifact_name, digest_name) = file_names(key);
         let artifact = match verified(self.handle.as_fd(), &artifact_name, &digest_name) {
             Ok(found) => found,
             Err(reason) => {
@@ -149,10 +148,7 @@ impl Cache {
         entry: Entry,
     ) -> wasmtime::Result<Component> {
         let dir = self.handle.as_fd();
-        let (artifact_name, digest_name) = (
-            format!("{}.cwasm", entry.key),
-            format!("{}.{DIGEST_SUFFIX}", entry.key),
-        );
+        let (artifact_name, digest_name) = file_names(&entry.key);
         let artifact = self.dir.join(&artifact_name);
         if let Some(data) = entry.artifact {
             #[expect(
@@ -244,6 +240,11 @@ impl Cache {
 
 /// The name an artifact's digest has beside it: `<key>.blake3`.
 const DIGEST_SUFFIX: &str = "blake3";
+
+/// The names of `key`'s artifact and of its digest.
+fn file_names(key: &str) -> (String, String) {
+    (format!("{key}.cwasm"), format!("{key}.{DIGEST_SUFFIX}"))
+}
 
 /// The digest an artifact is checked against, as hex. Every start checks the artifacts of all
 /// bundled plugins (4.6 MB), one of them on the way to the first plugin call: SHA-256 took
