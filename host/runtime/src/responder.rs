@@ -65,14 +65,14 @@ impl Host for HostState {
         let (before, after) = (super::json::fragment(before), super::json::fragment(after));
         let room = contents.take_room();
         let bytes = contents.bytes();
-        let len = before.len() + bytes.len().div_ceil(3) * 4 + after.len() + 2;
+        let len = before.len() + wexec_base64::encoded_len(bytes.len()) + after.len() + 2;
         let started = Instant::now();
         port.respond_with(
             len,
             &mut |text| {
                 text.push_str(&before);
                 text.push('"');
-                base64_simd::STANDARD.encode_append(bytes, text);
+                wexec_base64::encode_append(bytes, text);
                 text.push('"');
                 text.push_str(&after);
             },

@@ -214,7 +214,8 @@ fn output_notification(
         OutputStream::Stderr => "stderr",
         OutputStream::Pty => "pty",
     };
-    let mut text = String::with_capacity(data.len().div_ceil(3) * 4 + process_id_json.len() + 128);
+    let mut text =
+        String::with_capacity(wexec_base64::encoded_len(data.len()) + process_id_json.len() + 128);
     text.push_str(r#"{"jsonrpc":"2.0","method":""#);
     text.push_str(PROCESS_OUTPUT);
     text.push_str(r#"","params":{"processId":"#);
@@ -224,7 +225,7 @@ fn output_notification(
     text.push_str(r#","stream":""#);
     text.push_str(stream);
     text.push_str(r#"","chunk":""#);
-    base64_simd::STANDARD.encode_append(data, &mut text);
+    wexec_base64::encode_append(data, &mut text);
     text.push_str(r#""}}"#);
     text
 }
