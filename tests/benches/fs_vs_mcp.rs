@@ -1,7 +1,8 @@
 //! A sandboxed 4 KiB `fs/readFile` through wexec's `fs` plugin against
 //! `@modelcontextprotocol/server-filesystem`'s `read_text_file` (what agents use today), with
 //! the same client (blocking pipes, one JSON line per message, one `write` per line, replies
-//! read in large reads and parsed where they lie: [`Lines`]) in the same run: sequential median latency, pipelined throughput, and the peer's no-op `ping`.
+//! read in large reads and parsed where they lie: [`Lines`]) in the same run: sequential
+//! median latency, pipelined throughput, and the peer's no-op `ping`.
 //! The servers take turns (blocks of sequential calls, rounds of pipelined batches), so a
 //! change in the machine's load touches both sides of each ratio alike.
 //!
@@ -106,16 +107,14 @@ impl Lines {
     }
 }
 
-/// What a timed call checks of each line: the whole line is parsed (so it must be JSON), and a
-/// reply to the call must not be an error.
+/// What a timed call checks of each line: the whole line is parsed (so it must be JSON; the
+/// fields not named here are parsed and ignored), and a reply to the call must not be an error.
 #[derive(Deserialize)]
 struct Reply {
     #[serde(default)]
     id: Option<i64>,
     #[serde(default)]
     error: Option<IgnoredAny>,
-    #[serde(default, rename = "result")]
-    _result: Option<IgnoredAny>,
 }
 
 struct Peer {
@@ -178,11 +177,10 @@ impl Peer {
             let id = self.next_id;
             self.next_id += 1;
             let began = Instant::now();
-            let request =
-                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{params}}}"#);
-            self.stdin
-                .write_all([request.as_str(), "\n"].concat().as_bytes())
-                .expect("write");
+            let request = format!(
+                "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":{method},\"params\":{params}}}\n"
+            );
+            self.stdin.write_all(request.as_bytes()).expect("write");
             loop {
                 let line = self.stdout.next();
                 let reply: Reply = serde_json::from_slice(line).expect("JSON line");
