@@ -154,7 +154,9 @@ pub async fn serve_stdio(
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let room = stdio::PipeRoom::new(&stdout);
-    let (connection, writer) = stdio::connect(stdin, stdout, room, server.inbound.connection());
+    let spin = stdio::InputSpin::new(&stdin);
+    let (connection, writer) =
+        stdio::connect(stdin, stdout, room, spin, server.inbound.connection());
     let outbound = connection.outbound.clone();
     // The processor reads stdin itself on a thread of its own, so a request reaches its handler
     // without a switch between threads. At shutdown a read parked on stdin is left behind.

@@ -446,3 +446,57 @@ async fn temporary_directories_are_always_sent() {
         assert_eq!(info["tempDir"], "file:///tmp");
     }
 }
+
+/// CPU time of the thread that reads stdin and runs requests (`wexec-stdio`), in nanoseconds.
+#[expect(
+    clippy::expect_used,
+    reason = "a test's helper fails the test on any error"
+)]
+fn stdio_thread_cpu_ns(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("tasks");
+    for task in tasks {
+        let task = task.expect("task").path();
+        let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+        if comm.trim() == "wexec-stdio" {
+            let schedstat = std::fs::read_to_string(task.join("schedstat")).expect("schedstat");
+            let run = schedstat.split_whitespace().next().expect("run time");
+            return run.parse().expect("nanoseconds");
+        }
+    }
+    panic!("no wexec-stdio thread in {pid}");
+}
+
+/// A quick client makes wexec look for its next request a little before it sleeps
+/// (docs/protocol.md §6, "Latency"), but only a little: once the client goes quiet the thread
+/// sleeps in `read`, and a burst's end costs at most 50 µs of its CPU. The client (this test's
+/// thread) and wexec are kept on different CPUs, where wexec does spin.
+#[tokio::test(flavor = "current_thread")]
+async fn a_quick_burst_leaves_no_spinning_behind() {
+    let online = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mut cpu0 = rustix::thread::CpuSet::new();
+    cpu0.set(0);
+    if online < 2 || rustix::thread::sched_setaffinity(None, &cpu0).is_err() {
+        eprintln!("skipped: needs two CPUs to place the client and wexec apart");
+        return;
+    }
+    let command = wexec_tests::command_under(&["taskset", "-c", "1"], &[]);
+    let (server, mut client) = wexec_tests::spawn_stdio_with(command);
+    client.handshake().await;
+    for _ in 0..500 {
+        assert_eq!(
+            client.call("environment/status", json!({})).await,
+            json!({"status": "ready"})
+        );
+    }
+    let before = stdio_thread_cpu_ns(server.pid());
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let idle = stdio_thread_cpu_ns(server.pid()) - before;
+    assert!(
+        idle < 20_000_000,
+        "{idle} ns of CPU in 500 ms without requests"
+    );
+    assert_eq!(
+        client.call("environment/status", json!({})).await,
+        json!({"status": "ready"})
+    );
+}

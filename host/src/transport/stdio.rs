@@ -20,8 +20,10 @@ use super::{Connection, DirectSink, Inbound, Outbound, Received};
 use crate::rpc::MAX_MESSAGE_BYTES;
 
 pub mod direct;
+pub mod spin;
 use direct::DirectOutput;
 pub use direct::PipeRoom;
+pub use spin::InputSpin;
 
 /// The peer name used in error texts.
 pub const PEER: &str = "wexec stdio";
@@ -38,6 +40,7 @@ pub fn connect<R, W>(
     reader: R,
     writer: W,
     room: Option<PipeRoom>,
+    spin: Option<InputSpin>,
     budget: ConnectionBudget,
 ) -> (Connection, JoinHandle<()>)
 where
@@ -46,7 +49,7 @@ where
 {
     let (outbound, outbound_rx) = Outbound::channel();
     let output = Arc::new(DirectOutput::new(Box::new(writer), room, IO_BUFFER_BYTES));
-    let inbound = Inbound::Lines(LineReader::new(reader, Arc::clone(&output), budget));
+    let inbound = Inbound::Lines(LineReader::new(reader, spin, Arc::clone(&output), budget));
     let outbound = outbound.with_direct(Arc::clone(&output) as Arc<dyn DirectSink>);
     let writer = tokio::task::spawn_blocking(move || output.write_queued(outbound_rx));
     let connection = Connection {
@@ -65,6 +68,8 @@ pub struct LineReader {
     ended: bool,
     /// Set while parked in a read: the owner may then exit without waiting for this thread.
     waiting: Arc<AtomicBool>,
+    /// Spins a little before the read parks, while the client is quick ([`spin`]).
+    spin: Option<InputSpin>,
     /// Told whether more input is already read, and flushed before waiting for more.
     output: Arc<DirectOutput>,
     budget: ConnectionBudget,
@@ -73,6 +78,7 @@ pub struct LineReader {
 impl LineReader {
     fn new<R: Read + Send + 'static>(
         reader: R,
+        spin: Option<InputSpin>,
         output: Arc<DirectOutput>,
         budget: ConnectionBudget,
     ) -> Self {
@@ -80,6 +86,7 @@ impl LineReader {
             reader: BufReader::with_capacity(IO_BUFFER_BYTES, Box::new(reader)),
             ended: false,
             waiting: Arc::default(),
+            spin,
             output,
             budget,
         }
@@ -113,10 +120,17 @@ impl LineReader {
                 self.output.input_drained();
             }
             self.waiting.store(would_block, Ordering::SeqCst);
+            let mut spin = self.spin.as_mut().filter(|_| would_block);
+            if let Some(spin) = spin.as_mut() {
+                spin.before_wait();
+            }
             let read = (&mut self.reader)
                 .take(read_limit)
                 .read_until(b'\n', &mut line);
             self.waiting.store(false, Ordering::SeqCst);
+            if let Some(spin) = spin {
+                spin.after_wait();
+            }
             match read {
                 Ok(0) => self.ended = true,
                 Ok(_) => {
@@ -158,7 +172,7 @@ mod tests {
 
     async fn lines_of(input: Vec<u8>) -> Vec<Vec<u8>> {
         let (mut connection, _writer) =
-            connect(Cursor::new(input), std::io::sink(), None, budget());
+            connect(Cursor::new(input), std::io::sink(), None, None, budget());
         let mut lines = Vec::new();
         while let Some(received) = connection.inbound.recv().await {
             if let Received::Message(line, _) = received {
@@ -210,7 +224,13 @@ mod tests {
     #[tokio::test]
     async fn writes_one_message_per_line() {
         let output = Shared::default();
-        let (connection, writer) = connect(Cursor::new(Vec::new()), output.clone(), None, budget());
+        let (connection, writer) = connect(
+            Cursor::new(Vec::new()),
+            output.clone(),
+            None,
+            None,
+            budget(),
+        );
         connection.outbound.send("{\"a\":1}".into()).await.unwrap();
         connection.outbound.send("{}".into()).await.unwrap();
         drop(connection);

@@ -1,0 +1,267 @@
+//! Waiting for the next request: a short spin on stdin before stdio's processor thread blocks in
+//! `read`, while the client answers each reply quickly.
+//!
+//! Why: an idle CPU halts, and on a VM a halted vCPU is woken through the hypervisor. A client
+//! on another CPU that sends its next request right after a reply then pays for that wakeup,
+//! and wexec's thread resumes with cold caches: with the client on CPU 0 and wexec on CPU 1, a
+//! 4 KiB `fs/readFile` took 19.9 µs instead of 13.6 µs and `environment/status` 10.5 µs
+//! instead of 6.8 µs (`fs_vs_mcp`, 2026-12-06), and the thread's own CPU time per request
+//! doubled. Polling stdin for a while keeps the thread running, so the client's write finds it
+//! awake. Linux's `busy_poll` sockets and Go's spinning scheduler threads make the same trade.
+//!
+//! Bounds, each tested below:
+//!
+//! 1. **Only while the client is quick.** A wait spins only when the previous one ended within
+//!    the window; an agent that thinks between calls never pays for it, and the end of a burst
+//!    costs one window.
+//! 2. **At most one window** ([`WINDOW`]), after which the thread blocks in `read` as before.
+//!    Input, end of input and errors all end the spin at once (the `read` that follows reports
+//!    them).
+//! 3. **Never in the client's way.** Every turn that finds no input yields the CPU, so a client
+//!    on the same CPU runs at once; on a machine with one CPU online there is no other CPU for
+//!    the client to be on, and nothing spins.
+//! 4. **Not while spinning saves nothing.** Input that is there at the first look, or that
+//!    turns up right after a yield that let another thread run, says the client most likely
+//!    shares wexec's CPU (it ran when the reply woke it, or while wexec yielded), where spinning
+//!    only adds system calls (5–7% of a 4 KiB read on one CPU). Two such spins in a row, and
+//!    the next [`SHARED_CPU_REST`] waits block at once; then spinning is tried again (the
+//!    kernel may have moved either side). One is not enough: with the client on another CPU,
+//!    some other thread on wexec's CPU took the yield in 12 of 4,056 spins, and resting after
+//!    each of those left a third of the waits unspun (`fs_vs_mcp`, 2026-12-06).
+
+use std::fs::File;
+use std::time::{Duration, Instant};
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+
+/// How long a wait spins: what a quick client on another CPU takes to answer a reply (a Rust
+/// client 2–10 µs, a Python one ~15–20 µs, with the cross-CPU wakeup of the reply), with
+/// room; `busy_poll`'s usual setting.
+pub const WINDOW: Duration = Duration::from_micros(50);
+
+/// A yield that took longer than this let another thread run.
+const GAVE_WAY: Duration = Duration::from_micros(3);
+
+/// Waits that block at once after two needless spins in a row (bound 4).
+pub const SHARED_CPU_REST: u32 = 256;
+
+/// How a wait began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spun {
+    /// The last wait was slow: straight to `read`.
+    No,
+    /// Input (or its end) arrived while spinning alone.
+    UntilReady,
+    /// Input was there at the first look, or came while another thread had the CPU (most
+    /// likely the client's): the spin saved nothing.
+    Needless,
+    /// Nothing arrived within the window.
+    Window,
+}
+
+/// stdin's spin state.
+#[derive(Debug)]
+pub struct InputSpin {
+    input: File,
+    window: Duration,
+    /// Whether the last wait ended within the window.
+    quick: bool,
+    /// Waits left that block at once because the client shares the CPU (bound 4).
+    rest: u32,
+    /// The last spin was needless.
+    needless_last: bool,
+    /// When the wait under way began.
+    since: Option<Instant>,
+}
+
+impl InputSpin {
+    /// For stdin, on a machine where the client may be on another CPU; `None` otherwise.
+    pub fn new(stdin: &File) -> Option<Self> {
+        if online_cpus() < 2 {
+            return None;
+        }
+        Self::with_window(stdin, WINDOW)
+    }
+
+    fn with_window(input: &File, window: Duration) -> Option<Self> {
+        Some(Self {
+            input: input.try_clone().ok()?,
+            window,
+            quick: false,
+            rest: 0,
+            needless_last: false,
+            since: None,
+        })
+    }
+
+    /// Called before a blocking read: spins while the client has been quick (bound 1), for at
+    /// most the window (bound 2), yielding the CPU every turn (bound 3), and not while spinning
+    /// saves nothing (bound 4).
+    pub fn before_wait(&mut self) -> Spun {
+        let start = Instant::now();
+        self.since = Some(start);
+        if !self.quick || self.rest > 0 {
+            self.rest = self.rest.saturating_sub(1);
+            return Spun::No;
+        }
+        let zero = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // At the first look a read would not wait either.
+        let mut needless = true;
+        loop {
+            let mut fds = [PollFd::new(&self.input, PollFlags::IN)];
+            // Ready, hung up, or an error: the read that follows says which.
+            if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0)) {
+                return self.input_came(needless);
+            }
+            if start.elapsed() >= self.window {
+                return Spun::Window;
+            }
+            let turn = Instant::now();
+            rustix::thread::sched_yield();
+            needless = turn.elapsed() > GAVE_WAY;
+        }
+    }
+
+    /// Input came during a spin: at the first look or right after another thread's turn on
+    /// this CPU (`needless`: a read would not have waited, or not for a halted CPU), or after
+    /// spinning alone.
+    fn input_came(&mut self, needless: bool) -> Spun {
+        let twice = needless && self.needless_last;
+        self.needless_last = needless && !twice;
+        if twice {
+            self.rest = SHARED_CPU_REST;
+        }
+        if needless {
+            Spun::Needless
+        } else {
+            Spun::UntilReady
+        }
+    }
+
+    /// Called once the read has returned: whether this wait was quick.
+    pub fn after_wait(&mut self) {
+        if let Some(since) = self.since.take() {
+            self.quick = since.elapsed() <= self.window;
+        }
+    }
+}
+
+/// CPUs online (not wexec's affinity: the client may run on a CPU wexec may not); 2 when unknown.
+fn online_cpus() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| count_cpus(list.trim()))
+        .unwrap_or(2)
+}
+
+/// The CPUs in a kernel CPU list such as `0-3,8,10-11`.
+fn count_cpus(list: &str) -> Option<usize> {
+    list.split(',').try_fold(0, |count, range| {
+        let (first, last) = range.split_once('-').unwrap_or((range, range));
+        let (first, last) = (first.parse::<usize>().ok()?, last.parse::<usize>().ok()?);
+        Some(count + last.checked_sub(first)? + 1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn pipe() -> (File, File) {
+        let (reader, writer) = rustix::pipe::pipe().expect("pipe");
+        (File::from(reader), File::from(writer))
+    }
+
+    /// A wait that ends at once, as a quick client's does.
+    fn quick_wait(spin: &mut InputSpin) -> Spun {
+        let spun = spin.before_wait();
+        spin.after_wait();
+        spun
+    }
+
+    #[test]
+    fn the_first_wait_and_any_after_a_slow_one_do_not_spin() {
+        let (reader, _writer) = pipe();
+        let mut spin = InputSpin::with_window(&reader, Duration::from_millis(1)).expect("spin");
+        assert_eq!(spin.before_wait(), Spun::No);
+        std::thread::sleep(Duration::from_millis(5));
+        spin.after_wait();
+        assert_eq!(quick_wait(&mut spin), Spun::No, "the last wait was slow");
+    }
+
+    #[test]
+    fn after_a_quick_wait_the_next_spins_until_input_arrives() {
+        let (reader, mut writer) = pipe();
+        let mut spin = InputSpin::with_window(&reader, Duration::from_secs(30)).expect("spin");
+        assert_eq!(quick_wait(&mut spin), Spun::No);
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            writer.write_all(b"{}\n").expect("write");
+            writer
+        });
+        assert!(matches!(
+            spin.before_wait(),
+            Spun::UntilReady | Spun::Needless
+        ));
+        spin.after_wait();
+        drop(sender.join());
+    }
+
+    #[test]
+    fn two_needless_spins_in_a_row_rest_the_spin_for_a_while() {
+        let (reader, mut writer) = pipe();
+        let mut spin = InputSpin::with_window(&reader, Duration::from_secs(30)).expect("spin");
+        writer.write_all(b"{}\n").expect("write");
+        spin.quick = true;
+        // One needless spin, or two with a useful one between, is no sign.
+        spin.input_came(true);
+        spin.input_came(false);
+        spin.input_came(true);
+        assert_eq!(spin.rest, 0);
+        assert!(matches!(
+            quick_wait(&mut spin),
+            Spun::UntilReady | Spun::Needless
+        ));
+        // Twice in a row is.
+        spin.input_came(false);
+        spin.input_came(true);
+        assert_eq!(spin.input_came(true), Spun::Needless);
+        for _ in 0..SHARED_CPU_REST {
+            assert_eq!(quick_wait(&mut spin), Spun::No);
+        }
+        assert!(spin.quick, "the client stayed quick");
+        assert!(matches!(
+            quick_wait(&mut spin),
+            Spun::UntilReady | Spun::Needless
+        ));
+    }
+
+    #[test]
+    fn a_spin_ends_after_the_window_and_at_end_of_input() {
+        let (reader, writer) = pipe();
+        let mut spin = InputSpin::with_window(&reader, Duration::from_micros(200)).expect("spin");
+        spin.quick = true;
+        let start = Instant::now();
+        assert_eq!(spin.before_wait(), Spun::Window);
+        assert!(start.elapsed() >= Duration::from_micros(200));
+        spin.quick = true;
+        drop(writer);
+        assert!(
+            matches!(spin.before_wait(), Spun::UntilReady | Spun::Needless),
+            "end of input is ready"
+        );
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(count_cpus("0"), Some(1));
+        assert_eq!(count_cpus("0-1"), Some(2));
+        assert_eq!(count_cpus("0-3,8,10-11"), Some(7));
+        assert_eq!(count_cpus("3-1"), None);
+        assert_eq!(count_cpus(""), None);
+    }
+}
