@@ -8,6 +8,7 @@
 //! instead of 6.8 µs (`fs_vs_mcp`, 2026-12-06), and the thread's own CPU time per request
 //! doubled. Polling stdin for a while keeps the thread running, so the client's write finds it
 //! awake. Linux's `busy_poll` sockets and Go's spinning scheduler threads make the same trade.
+//! What clients are told: docs/protocol.md §6, "Latency".
 //!
 //! Bounds, each tested below:
 //!
