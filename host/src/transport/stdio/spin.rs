@@ -99,10 +99,14 @@ impl InputSpin {
     /// most the window (bound 2), yielding the CPU every turn (bound 3), and not while spinning
     /// saves nothing (bound 4).
     pub fn before_wait(&mut self) -> Spun {
+        // Resting, the wait is not timed (`quick` keeps its value): not even the clock is read.
+        if self.rest > 0 {
+            self.rest -= 1;
+            return Spun::No;
+        }
         let start = Instant::now();
         self.since = Some(start);
-        if !self.quick || self.rest > 0 {
-            self.rest = self.rest.saturating_sub(1);
+        if !self.quick {
             return Spun::No;
         }
         let zero = Timespec {
