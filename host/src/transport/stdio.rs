@@ -66,7 +66,8 @@ where
 pub struct LineReader {
     reader: BufReader<Box<dyn Read + Send>>,
     ended: bool,
-    /// Set while parked in a read: the owner may then exit without waiting for this thread.
+    /// Set while waiting for input (spinning a moment, then parked in a read): the owner may
+    /// then exit without waiting for this thread.
     waiting: Arc<AtomicBool>,
     /// Spins a little before the read parks, while the client is quick ([`spin`]).
     spin: Option<InputSpin>,
