@@ -309,6 +309,28 @@ pub fn spawn_stdio_with(mut command: Command) -> (Server, Client) {
     )
 }
 
+/// The CPUs this thread may run on, lowest first.
+pub fn allowed_cpus() -> Vec<usize> {
+    let allowed = rustix::thread::sched_getaffinity(None).expect("CPU affinity");
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&cpu| allowed.is_set(cpu))
+        .collect()
+}
+
+/// Starts a prepared wexec command on stdio, confined to `cpu` (a child inherits the affinity
+/// of the thread that starts it); this thread's affinity is as it was afterwards.
+pub fn spawn_stdio_on(cpu: usize, command: Command) -> (Server, Client) {
+    let allowed = rustix::thread::sched_getaffinity(None).expect("CPU affinity");
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    rustix::thread::sched_setaffinity(None, &one).expect("pin this thread");
+    // The command is not used again whether or not the spawn panics.
+    let spawned =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| spawn_stdio_with(command)));
+    rustix::thread::sched_setaffinity(None, &allowed).expect("unpin this thread");
+    spawned.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
 /// Starts wexec listening on `ws://127.0.0.1:0` (plus `args`) and reads the bound URL.
 pub async fn spawn_websocket(args: &[&str]) -> Server {
     let mut full = vec!["--listen", "ws://127.0.0.1:0"];

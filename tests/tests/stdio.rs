@@ -365,22 +365,12 @@ async fn a_pipelined_burst_on_one_cpu_is_answered_in_full_without_further_input(
     let dir = wexec_tests::TempDir::new();
     let file = dir.path().join("note.txt");
     std::fs::write(&file, "one CPU\n").expect("write file");
-    // wexec inherits the CPU affinity of the thread that starts it: one CPU, the first allowed.
-    let allowed = rustix::thread::sched_getaffinity(None).expect("CPU affinity");
-    let cpu = (0..rustix::thread::CpuSet::MAX_CPU)
-        .find(|&cpu| allowed.is_set(cpu))
-        .expect("an allowed CPU");
-    let mut one = rustix::thread::CpuSet::new();
-    one.set(cpu);
-    rustix::thread::sched_setaffinity(None, &one).expect("pin this thread");
+    // One CPU, the first allowed.
+    let cpu = *wexec_tests::allowed_cpus().first().expect("an allowed CPU");
     let root = dir.path().display().to_string();
-    let spawned = std::panic::catch_unwind(|| {
-        let mut command = wexec_tests::command(&["--fs-root", &root]);
-        command.env("RUST_LOG", "warn");
-        wexec_tests::spawn_stdio_with(command)
-    });
-    rustix::thread::sched_setaffinity(None, &allowed).expect("unpin this thread");
-    let (server, mut client) = spawned.expect("spawn wexec");
+    let mut command = wexec_tests::command(&["--fs-root", &root]);
+    command.env("RUST_LOG", "warn");
+    let (server, mut client) = wexec_tests::spawn_stdio_on(cpu, command);
     client.handshake().await;
     let status =
         std::fs::read_to_string(format!("/proc/{}/status", server.pid())).expect("wexec's status");

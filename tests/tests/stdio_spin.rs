@@ -37,21 +37,19 @@ fn stdio_thread(pid: u32) -> (u64, u64) {
 /// quiet the thread sleeps in `read` and uses no CPU at all.
 #[tokio::test]
 async fn a_quick_client_finds_wexec_awake_and_a_quiet_one_costs_no_cpu() {
-    let allowed = rustix::thread::sched_getaffinity(None).expect("CPU affinity");
-    let mut cpus = (0..rustix::thread::CpuSet::MAX_CPU).filter(|&cpu| allowed.is_set(cpu));
-    let (Some(client_cpu), Some(wexec_cpu)) = (cpus.next(), cpus.next()) else {
-        eprintln!("skipped: needs two CPUs to place the client and wexec apart");
-        return;
+    let (client_cpu, wexec_cpu) = match wexec_tests::allowed_cpus()[..] {
+        [first, second, ..] => (first, second),
+        _ => {
+            eprintln!("skipped: needs two CPUs to place the client and wexec apart");
+            return;
+        }
     };
-    // wexec inherits the affinity of the thread that starts it; this thread (the client: the
-    // runtime is this thread's alone) then moves to the other CPU.
-    let [mut on_client, mut on_wexec] = [rustix::thread::CpuSet::new(); 2];
+    let (server, mut client) = wexec_tests::spawn_stdio_on(wexec_cpu, wexec_tests::command(&[]));
+    // This thread is the client (the test's runtime is this thread's alone).
+    let allowed = rustix::thread::sched_getaffinity(None).expect("CPU affinity");
+    let mut on_client = rustix::thread::CpuSet::new();
     on_client.set(client_cpu);
-    on_wexec.set(wexec_cpu);
-    rustix::thread::sched_setaffinity(None, &on_wexec).expect("pin this thread");
-    let spawned = std::panic::catch_unwind(|| wexec_tests::spawn_stdio(&[]));
     rustix::thread::sched_setaffinity(None, &on_client).expect("move this thread");
-    let (server, mut client) = spawned.expect("spawn wexec");
     client.handshake().await;
 
     // Without the spin every request wakes wexec from its `read` (497–500 of 500 measured); with

@@ -137,11 +137,11 @@ impl InputSpin {
             if !matches!(rustix::event::poll(&mut fds, Some(&zero)), Ok(0)) {
                 return self.input_came(needless);
             }
-            if start.elapsed() >= self.window {
+            let turn = Instant::now();
+            if turn - start >= self.window {
                 self.needless_last = false;
                 return Spun::Window;
             }
-            let turn = Instant::now();
             rustix::thread::sched_yield();
             needless = turn.elapsed() > GAVE_WAY;
         }
