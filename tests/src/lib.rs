@@ -103,6 +103,35 @@ pub struct Server {
     pub url: Option<String>,
 }
 
+/// Whether this test may do what only root may (plant files in `/etc`, act as another user);
+/// `false`, saying the test is skipped, when it may not. CI runs as root: there a test never
+/// skips.
+pub fn running_as_root(what: &str) -> bool {
+    if rustix::process::geteuid().is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs as root: {what} needs it"
+    );
+    eprintln!("skipped: {what} needs root");
+    false
+}
+
+/// The system's `python3`, which every user may run (a per-user install may not be).
+pub fn system_python() -> &'static str {
+    if Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    }
+}
+
+/// The port of a `ws://ip:port` URL.
+pub fn port_of(url: &str) -> String {
+    url.rsplit(':').next().expect("a port").to_owned()
+}
+
 /// Where tests cache compiled plugins: beside the build, not in the user's home.
 pub fn plugin_cache() -> PathBuf {
     wexec_bin()
@@ -136,6 +165,19 @@ pub fn command_under(launcher: &[&str], args: &[&str]) -> Command {
         }
         None => Command::new(wexec_bin()),
     };
+    prepare(&mut command, args);
+    command
+}
+
+/// Like [`command`], for another wexec binary (a benchmark's baseline build).
+pub fn command_of(binary: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(binary);
+    prepare(&mut command, args);
+    command
+}
+
+/// `args`, the test cache and logging, piped stdio.
+fn prepare(command: &mut Command, args: &[&str]) {
     let cache = plugin_cache();
     command
         .args(args)
@@ -146,7 +188,6 @@ pub fn command_under(launcher: &[&str], args: &[&str]) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    command
 }
 
 impl Server {

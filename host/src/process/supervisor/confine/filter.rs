@@ -2,6 +2,14 @@
 //! (pure Rust, the crate Codex uses) before the program is forked and installed between fork
 //! and exec. Denied calls fail with `EPERM`; `clone3`, whose flags a filter cannot read, fails
 //! with `ENOSYS` so that libc falls back to `clone`, whose flags it can.
+//!
+//! With network, `socket` takes an allow-list of families and protocols ([`socket_filters`]):
+//! Landlock's TCP rules, which keep such a process off wexec's own listener, see only
+//! `AF_INET`/`AF_INET6` stream sockets of `IPPROTO_TCP`, and the kernel offers other sockets
+//! that make a TCP connection of their own (MPTCP, which falls back to plain TCP; SMC, over
+//! its internal TCP socket). A family or protocol the list leaves out fails as on a kernel
+//! without it (`EAFNOSUPPORT`, `EPROTONOSUPPORT`), so that programs that probe for one (Go
+//! tries MPTCP) take their fallback.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -71,6 +79,23 @@ const NAMESPACE_FLAGS: [u64; 8] = [
     0x80, // CLONE_NEWTIME
 ];
 
+/// With network: the socket families a process may open. `AF_NETLINK` for its routing
+/// protocol only: the C library asks it for the host's addresses (`getaddrinfo`,
+/// `getifaddrs`).
+const NETWORK_FAMILIES: [u64; 4] = [
+    libc::AF_UNIX as u64,
+    libc::AF_INET as u64,
+    libc::AF_INET6 as u64,
+    libc::AF_NETLINK as u64,
+];
+
+/// `socket`'s type without its flags (`SOCK_NONBLOCK`, `SOCK_CLOEXEC`): the kernel's
+/// `SOCK_TYPE_MASK`.
+const SOCKET_TYPE_MASK: u64 = 0xf;
+
+/// Rules of one filter, by system call.
+type Rules = BTreeMap<i64, Vec<SeccompRule>>;
+
 /// Both sets of filters (without, with network), compiled once.
 static COMPILED: OnceLock<Result<[Vec<BpfProgram>; 2], SetupError>> = OnceLock::new();
 
@@ -138,24 +163,184 @@ fn compile(network: bool) -> Result<Vec<BpfProgram>, SetupError> {
             vec![SeccompRule::new(vec![condition(4, SeccompCmpOp::Ne, 0)?]).map_err(backend)?],
         );
     }
-    let eperm = SeccompFilter::new(
-        denied,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(backend)?;
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )
-    .map_err(backend)?;
+    let filter = |rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32| {
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(errno as u32),
+            arch,
+        )
+        .map_err(backend)?;
+        BpfProgram::try_from(filter).map_err(backend)
+    };
+    if network {
+        for (call, rule) in tcp_side_doors(&condition_int).map_err(backend)? {
+            // A call already denied outright (no rules) stays so.
+            match denied.entry(call) {
+                std::collections::btree_map::Entry::Vacant(entry) => {
+                    entry.insert(vec![rule]);
+                }
+                std::collections::btree_map::Entry::Occupied(mut entry) => {
+                    if !entry.get().is_empty() {
+                        entry.get_mut().push(rule);
+                    }
+                }
+            }
+        }
+    }
+    let mut programs = vec![
+        filter(denied, libc::EPERM)?,
+        filter(
+            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+            libc::ENOSYS,
+        )?,
+    ];
+    if network {
+        let (families, protocols) = socket_filters().map_err(backend)?;
+        programs.push(filter(families, libc::EAFNOSUPPORT)?);
+        programs.push(filter(protocols, libc::EPROTONOSUPPORT)?);
+    }
+    programs.extend(foreign_calls());
+    Ok(programs)
+}
+
+/// An `int` argument compared on its low 32 bits, as the kernel reads it (high bits set must
+/// not dodge a rule).
+fn condition_int(
+    arg: u8,
+    op: SeccompCmpOp,
+    value: u64,
+) -> Result<SeccompCondition, seccompiler::BackendError> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
+}
+
+/// With network, calls that would open a TCP connection past Landlock's `connect` rule: data
+/// sent with `MSG_FASTOPEN` (the SYN carries it; kernels before 6.18.54 and 7.2 checked no
+/// Landlock rule there) and `setsockopt(TCP_ULP)`, which turns a TCP socket into another kind
+/// (SMC, which then connects through an internal TCP socket no hook sees; kernel TLS is
+/// refused with it, and TLS libraries then stay in user space).
+fn tcp_side_doors(
+    int: &dyn Fn(u8, SeccompCmpOp, u64) -> Result<SeccompCondition, seccompiler::BackendError>,
+) -> Result<Vec<(i64, SeccompRule)>, seccompiler::BackendError> {
+    let fast_open = libc::MSG_FASTOPEN as u64;
+    let with_fast_open = |flags_arg| {
+        SeccompRule::new(vec![int(
+            flags_arg,
+            SeccompCmpOp::MaskedEq(fast_open),
+            fast_open,
+        )?])
+    };
     Ok(vec![
-        eperm.try_into().map_err(backend)?,
-        clone3.try_into().map_err(backend)?,
+        (libc::SYS_sendto, with_fast_open(3)?),
+        (libc::SYS_sendmsg, with_fast_open(2)?),
+        (libc::SYS_sendmmsg, with_fast_open(3)?),
+        (
+            libc::SYS_setsockopt,
+            SeccompRule::new(vec![
+                int(1, SeccompCmpOp::Eq, libc::IPPROTO_TCP as u64)?,
+                int(2, SeccompCmpOp::Eq, libc::TCP_ULP as u64)?,
+            ])?,
+        ),
     ])
+}
+
+/// The rules of a process with network for `socket` and `socketpair`: first those whose
+/// family is not in [`NETWORK_FAMILIES`] (`socketpair`: not `AF_UNIX`), then those whose
+/// protocol is not allowed in its family: TCP streams and UDP and ICMP ("ping") datagrams for
+/// `AF_INET`/`AF_INET6`, `NETLINK_ROUTE` for `AF_NETLINK`. Every argument is an `int`, compared
+/// on its low 32 bits as the kernel reads it (high bits set must not dodge a rule).
+fn socket_filters() -> Result<(Rules, Rules), seccompiler::BackendError> {
+    let int = condition_int;
+    let family_unlisted = NETWORK_FAMILIES
+        .iter()
+        .map(|&family| int(0, SeccompCmpOp::Ne, family))
+        .collect::<Result<Vec<_>, _>>()?;
+    let families = BTreeMap::from([
+        (libc::SYS_socket, vec![SeccompRule::new(family_unlisted)?]),
+        (
+            libc::SYS_socketpair,
+            vec![SeccompRule::new(vec![int(
+                0,
+                SeccompCmpOp::Ne,
+                libc::AF_UNIX as u64,
+            )?])?],
+        ),
+    ]);
+    let socket_type = |value| int(1, SeccompCmpOp::MaskedEq(SOCKET_TYPE_MASK), value);
+    let mut protocols = Vec::new();
+    for (family, icmp) in [
+        (libc::AF_INET, libc::IPPROTO_ICMP),
+        (libc::AF_INET6, libc::IPPROTO_ICMPV6),
+    ] {
+        let family = int(0, SeccompCmpOp::Eq, family as u64)?;
+        protocols.push(SeccompRule::new(vec![
+            family.clone(),
+            socket_type(libc::SOCK_STREAM as u64)?,
+            int(2, SeccompCmpOp::Ne, 0)?,
+            int(2, SeccompCmpOp::Ne, libc::IPPROTO_TCP as u64)?,
+        ])?);
+        protocols.push(SeccompRule::new(vec![
+            family.clone(),
+            socket_type(libc::SOCK_DGRAM as u64)?,
+            int(2, SeccompCmpOp::Ne, 0)?,
+            int(2, SeccompCmpOp::Ne, libc::IPPROTO_UDP as u64)?,
+            int(2, SeccompCmpOp::Ne, icmp as u64)?,
+        ])?);
+        // Every other type (raw, packet, SCTP's seqpacket...).
+        for other in (0..=SOCKET_TYPE_MASK)
+            .filter(|&kind| kind != libc::SOCK_STREAM as u64 && kind != libc::SOCK_DGRAM as u64)
+        {
+            protocols.push(SeccompRule::new(vec![family.clone(), socket_type(other)?])?);
+        }
+    }
+    protocols.push(SeccompRule::new(vec![
+        int(0, SeccompCmpOp::Eq, libc::AF_NETLINK as u64)?,
+        int(2, SeccompCmpOp::Ne, libc::NETLINK_ROUTE as u64)?,
+    ])?);
+    Ok((families, BTreeMap::from([(libc::SYS_socket, protocols)])))
+}
+
+/// x86-64 kernels built with the x32 ABI take its calls with this bit set in the call number
+/// and the same architecture in `seccomp_data`: the rules above, which match exact numbers,
+/// would let `mount` or `unshare` through under their x32 numbers.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// A filter that refuses every call of another ABI that shares the architecture's audit value
+/// (x32 on x86-64) with `ENOSYS`, as a kernel without that ABI does. (Other architectures'
+/// calls, `int 0x80` included, end the process: every `seccompiler` filter checks the
+/// architecture first.)
+fn foreign_calls() -> Option<BpfProgram> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use seccompiler::sock_filter;
+        // `BPF_LD | BPF_W | BPF_ABS`, `BPF_JMP | BPF_JGE | BPF_K`, `BPF_RET | BPF_K`.
+        const LD_W_ABS: u16 = 0x20;
+        const JGE_K: u16 = 0x35;
+        const RET_K: u16 = 0x06;
+        const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+        const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+        let statement = |code, k| sock_filter {
+            code,
+            jt: 0,
+            jf: 0,
+            k,
+        };
+        Some(vec![
+            // `seccomp_data.nr` is at offset 0.
+            statement(LD_W_ABS, 0),
+            sock_filter {
+                code: JGE_K,
+                jt: 0,
+                jf: 1,
+                k: X32_SYSCALL_BIT,
+            },
+            statement(RET_K, SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
+            statement(RET_K, SECCOMP_RET_ALLOW),
+        ])
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
 }
 
 /// Installs `filters` on the calling thread (with `no_new_privs`, which seccompiler sets).
@@ -173,9 +358,10 @@ mod tests {
 
     #[test]
     fn filters_compile_for_this_architecture() {
-        for network in [false, true] {
+        let foreign = usize::from(foreign_calls().is_some());
+        for (network, count) in [(false, 2 + foreign), (true, 4 + foreign)] {
             let filters = filters(network).unwrap();
-            assert_eq!(filters.len(), 2);
+            assert_eq!(filters.len(), count);
             assert!(filters.iter().all(|filter| !filter.is_empty()));
         }
     }
