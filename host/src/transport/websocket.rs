@@ -6,6 +6,7 @@
 pub mod credential;
 pub mod handshakes;
 pub mod http;
+mod peer;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -75,6 +76,11 @@ pub async fn accept(
         }
     };
     let (accept_key, slot) = match http::decide(&head, credential) {
+        Decision::Upgrade { .. } if credential.is_none() && !own_user(&stream, peer).await => {
+            tracing::warn!(%peer, "refusing a websocket upgrade from another user's process: without a token (WEXEC_TOKEN) only wexec's own user and root may connect");
+            respond(&mut stream, Status::Forbidden).await;
+            return None;
+        }
         Decision::Upgrade { accept_key } => match connections.take() {
             Some(slot) => (accept_key, slot),
             None => {
@@ -103,6 +109,17 @@ pub async fn accept(
         WebSocketStream::from_partially_read(stream, leftover, Role::Server, Some(config)).await;
     tracing::info!(%peer, "websocket connection opened");
     Some((serve_socket(socket, peer, budget), slot))
+}
+
+/// Whether the client's socket belongs to wexec's user or root ([`peer`]); looked up off the
+/// connections' threads (the table grows with the host's sockets).
+async fn own_user(stream: &TcpStream, peer: SocketAddr) -> bool {
+    let Ok(local) = stream.local_addr() else {
+        return false;
+    };
+    tokio::task::spawn_blocking(move || peer::is_ours(peer, local))
+        .await
+        .unwrap_or(false)
 }
 
 async fn read_head(stream: &mut TcpStream) -> Result<(http::RequestHead, Vec<u8>), Status> {

@@ -87,3 +87,113 @@ fn children(pid: u32) -> Vec<u32> {
         })
         .collect()
 }
+
+/// The status line a WebSocket upgrade to `addr` gets from a Python client run by `launcher`.
+async fn upgrade_status(launcher: &[&str], addr: &str) -> String {
+    let script = r#"
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+s = socket.create_connection((host.strip("[]"), int(port)), timeout=10)
+s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+print(s.recv(4096).split(b"\r\n")[0].decode())
+"#;
+    let (program, arguments) = launcher.split_first().expect("a launcher");
+    let python = wexec_tests::system_python();
+    let output = tokio::process::Command::new(program)
+        .args(arguments)
+        .args([python, "-c", script, addr])
+        .output()
+        .await
+        .expect("run the client");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Without a token a listener is on loopback, where every local user can connect; it admits
+/// only wexec's own user (and root). Another user needs the token (docs/protocol.md §3.3).
+#[tokio::test]
+async fn without_a_token_only_wexecs_own_user_may_connect_on_loopback() {
+    if !wexec_tests::running_as_root("connecting as another user") {
+        return;
+    }
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
+    let server = spawn_websocket_with(command(&["--listen", "ws://127.0.0.1:0"])).await;
+    assert_eq!(
+        upgrade_status(&["env"], &server.addr()).await,
+        "HTTP/1.1 101 Switching Protocols"
+    );
+    assert_eq!(
+        upgrade_status(&nobody, &server.addr()).await,
+        "HTTP/1.1 403 Forbidden"
+    );
+    // A client on an IPv6 socket through a mapped address is found as well.
+    let mapped = format!("[::ffff:{}", server.addr().replacen(':', "]:", 1));
+    assert_eq!(
+        upgrade_status(&["env"], &mapped).await,
+        "HTTP/1.1 101 Switching Protocols"
+    );
+    // With a token, whoever presents it.
+    let mut wexec = command(&["--listen", "ws://127.0.0.1:0"]);
+    wexec.env("WEXEC_TOKEN", TOKEN);
+    let server = spawn_websocket_with(wexec).await;
+    assert_eq!(
+        upgrade_status(&nobody, &server.addr()).await,
+        "HTTP/1.1 401 Unauthorized"
+    );
+}
+
+/// A socket its owner closed stays in the kernel's table for a while (`TIME_WAIT`, orphaned),
+/// listed as root's: another user sent an upgrade with the requests after it, corked, closed the
+/// socket before wexec looked its owner up, and wexec, taking it for root's, ran the process.
+/// A closed socket is nobody's: refused, and nothing it sent runs.
+#[tokio::test]
+async fn a_connection_closed_before_its_owner_is_known_runs_nothing() {
+    if !wexec_tests::running_as_root("connecting as another user") {
+        return;
+    }
+    let dir = wexec_tests::TempDir::new();
+    let marker = dir.path().join("ran");
+    let server = spawn_websocket_with(command(&[
+        "--listen",
+        "ws://127.0.0.1:0",
+        "--sandbox",
+        "danger-full-access",
+    ]))
+    .await;
+    let script = r#"
+import base64, json, os, socket, struct, sys
+port, marker = int(sys.argv[1]), sys.argv[2]
+def frame(message):
+    data = json.dumps(message).encode()
+    head = bytes([0x81, 0x80 | 126]) + struct.pack(">H", len(data)) if len(data) >= 126 else bytes([0x81, 0x80 | len(data)])
+    return head + b"\0\0\0\0" + data
+upgrade = ("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    "Sec-WebSocket-Key: " + base64.b64encode(os.urandom(16)).decode() + "\r\n"
+    "Sec-WebSocket-Version: 13\r\nX-Pad: " + "a" * 2000 + "\r\n\r\n").encode()
+start = {"id": 2, "method": "process/start", "params": {"processId": "p", "argv": ["touch", marker],
+    "cwd": "/", "env": {"PATH": "/usr/bin:/bin"}, "tty": False}}
+payload = upgrade + frame({"id": 1, "method": "initialize", "params": {"clientName": "x"}})     + frame({"method": "initialized", "params": {}}) + frame(start)
+s = socket.create_connection(("127.0.0.1", port))
+s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+s.sendall(payload)
+s.close()
+"#;
+    let python = wexec_tests::system_python();
+    let port = wexec_tests::port_of(&server.addr());
+    for _ in 0..10 {
+        let status = tokio::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", python])
+            .args(["-c", script, &port, &marker.display().to_string()])
+            .status()
+            .await
+            .expect("run the client");
+        assert!(status.success());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!marker.exists(), "a closed socket's requests ran");
+}
