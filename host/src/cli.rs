@@ -146,6 +146,13 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     pub process_file_size_mib: Option<u64>,
 
+    /// Over stdio, never look for the next request before sleeping. By default, while a client
+    /// sends requests quickly, wexec looks for its next one for up to 50 µs (at most half its
+    /// time) before it sleeps, which lowers latency for a client on another CPU at some CPU
+    /// time's cost (docs/protocol.md §6, "Latency").
+    #[arg(long)]
+    pub no_stdio_spin: bool,
+
     /// Testing aid: behave as on a kernel without the sandbox's mechanisms.
     #[arg(long, hide = true)]
     pub simulate_missing_sandbox: bool,
@@ -209,6 +216,12 @@ pub struct Settings {
     pub session_tasks: Option<usize>,
     /// Pretend the kernel cannot confine processes (tests).
     pub simulate_missing_sandbox: bool,
+    /// Over stdio, look for a quick client's next request before sleeping (not
+    /// `--no-stdio-spin`).
+    pub stdio_spin: bool,
+    /// This user's state directory (the compile cache's key, the placeholder logs), when it
+    /// can be used.
+    pub state: Option<std::sync::Arc<crate::state::State>>,
 }
 
 /// What a reload re-reads: the config file and every plugin file, as at startup.
@@ -390,7 +403,12 @@ impl Options {
             Some(config) => crate::config::load_host_settings(config)?,
             None => Default::default(),
         };
-        let ceiling = self.ceiling(&fs_roots, &sandbox)?;
+        let mut ceiling = self.ceiling(&fs_roots, &sandbox)?;
+        let state = crate::state::State::open_default().map(std::sync::Arc::new);
+        // Its key must stay secret from every plugin and every confined process.
+        ceiling
+            .secrets
+            .extend(state.iter().map(|state| state.dir().to_path_buf()));
         let mib = |value: Option<u64>| value.map(|mib| mib.saturating_mul(1024 * 1024));
         let cpu_seconds = self.process_cpu_seconds.or(limits.cpu_seconds);
         let memory_mib = self.process_memory_mib.or(limits.memory_mib);
@@ -417,6 +435,8 @@ impl Options {
             process_limits,
             session_tasks: self.session_processes,
             simulate_missing_sandbox: self.simulate_missing_sandbox,
+            stdio_spin: !self.no_stdio_spin,
+            state,
             listen,
             credential,
             detach_ttl: Duration::from_secs(self.detach_ttl),

@@ -31,6 +31,7 @@ mod rpc;
 mod sandbox;
 mod server;
 mod startup;
+pub mod state;
 mod transport;
 
 use std::future::Future;
@@ -79,6 +80,7 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     };
     let cgroups = settings.session_tasks.is_some() && settings.ceiling.processes;
     let (listen, credential) = (settings.listen, settings.credential.clone());
+    let stdio_spin = settings.stdio_spin;
     let serving = async move {
         let server = server::ServerState::new(settings).await?;
         let warming = Arc::clone(&server);
@@ -100,7 +102,7 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
             match listen {
                 Listen::Stdio => {
                     process::supervisor::guard_listeners(&[]);
-                    server::serve_stdio(server, shutdown)
+                    server::serve_stdio(server, stdio_spin, shutdown)
                         .await
                         .map_err(RunError::Stdio)
                 }

@@ -350,6 +350,19 @@ impl Process {
         lock(&self.sandbox).held = None;
     }
 
+    /// Whether it holds placeholders in the host's tree.
+    fn holds_placeholders(&self) -> bool {
+        lock(&self.sandbox)
+            .held
+            .as_ref()
+            .is_some_and(|held| !held.is_empty())
+    }
+
+    /// Its placeholders, taken from it: they are removed when what is returned is dropped.
+    fn take_placeholders(&self) -> Option<crate::sandbox::Held> {
+        lock(&self.sandbox).held.take()
+    }
+
     /// Records how the process is confined, before it starts.
     pub fn set_sandbox(
         &self,

@@ -6,6 +6,7 @@
 mod ceiling;
 pub mod confinement;
 pub mod kernel;
+mod minimal;
 mod placeholders;
 mod request;
 pub use wexec_runtime::rules;
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 pub use ceiling::{Ceiling, Mode};
 pub use placeholders::{Held, hold, release_all};
+
 pub use request::{request_rules, too_many_entries};
 
 use self::confinement::{Confinement, Layer, LayerAccess};
@@ -28,6 +30,30 @@ pub const REFUSAL: &str = "sandbox intent cannot be enforced on this executor";
 pub const SANDBOXED: &str = "linuxSeccomp";
 /// Codex's `sandboxType` otherwise.
 pub const UNSANDBOXED: &str = "none";
+
+/// Logs the placeholders this wexec makes in `state`; returns what to give
+/// [`sweep_placeholders`] once startup is over, to remove those that wexecs which died without
+/// cleaning up left.
+pub fn log_placeholders(state: &crate::state::State) -> Option<std::os::fd::OwnedFd> {
+    let logs = match state.placeholders() {
+        Ok(logs) => logs,
+        Err(err) => {
+            tracing::warn!(
+                "cannot log placeholders in {}: {err}; a SIGKILLed wexec's would stay",
+                state.dir().display()
+            );
+            return None;
+        }
+    };
+    let sweep = logs.try_clone().ok();
+    placeholders::start_log(logs);
+    sweep
+}
+
+/// Removes what dead wexecs' logs in `logs` list (disk work: off the serving threads).
+pub fn sweep_placeholders(logs: &std::os::fd::OwnedFd) {
+    placeholders::sweep_dead_logs(logs);
+}
 
 /// How one process runs.
 #[derive(Debug)]

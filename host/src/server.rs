@@ -82,7 +82,20 @@ impl ServerState {
             .chain(&ceiling.secrets)
             .cloned()
             .collect();
-        let runtime = Runtime::load(settings.plugins, environment, &writable, &own).await?;
+        let cache_key = settings.state.as_ref().and_then(|state| state.key());
+        if let Some(logs) = settings
+            .state
+            .as_ref()
+            .and_then(|state| crate::sandbox::log_placeholders(state))
+        {
+            tokio::spawn(async move {
+                crate::startup::settled().await;
+                let sweep = move || crate::sandbox::sweep_placeholders(&logs);
+                let _ = tokio::task::spawn_blocking(sweep).await;
+            });
+        }
+        let runtime =
+            Runtime::load(settings.plugins, environment, &writable, &own, cache_key).await?;
         let environment_info = Self::query_environment_info(&runtime).await?;
         let limits = settings.limits;
         let mut protected = settings.ceiling.protected.clone();
@@ -144,9 +157,10 @@ impl ServerState {
 }
 
 /// Serves one connection on stdin/stdout until end of input or `shutdown`, then ends every
-/// session and flushes stdout.
+/// session and flushes stdout. `spin`: look for a quick client's next request before sleeping.
 pub async fn serve_stdio(
     server: Arc<ServerState>,
+    spin: bool,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), std::io::Error> {
     // Duplicates of fds 0 and 1, bypassing std's Stdin buffer and Stdout's LineWriter (which
@@ -154,7 +168,7 @@ pub async fn serve_stdio(
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let room = stdio::PipeRoom::new(&stdout);
-    let spin = stdio::InputSpin::new(&stdin);
+    let spin = spin.then(|| stdio::InputSpin::new(&stdin)).flatten();
     let (connection, writer) =
         stdio::connect(stdin, stdout, room, spin, server.inbound.connection());
     let outbound = connection.outbound.clone();

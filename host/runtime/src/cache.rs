@@ -13,8 +13,12 @@
 //! - it is opened once, at startup, and every artifact is read and written relative to that
 //!   descriptor, never through a symlink: renaming, removing or replacing the path (or any
 //!   directory above it) cannot redirect a read or a write elsewhere;
-//! - every artifact has a BLAKE3 digest written beside it when it was compiled; an artifact
-//!   that does not match it (changed, swapped, truncated) is compiled again and rewritten;
+//! - every artifact has a digest written beside it when it was compiled, BLAKE3 keyed with
+//!   the user's secret key (kept in wexec's state directory, which no plugin and no confined
+//!   process can read): an artifact that does not match it (changed, swapped, truncated, or
+//!   written by anyone without the key, such as the plugins or processes of another wexec
+//!   whose roots hold this directory) is compiled again and rewritten; remembered results
+//!   ([`Cache::memo`]) carry the same kind of digest;
 //! - the artifact is read into memory, checked, and deserialized from there, so a file changed
 //!   under a running wexec cannot affect it (a mapped file cut short would raise SIGBUS).
 
@@ -43,19 +47,32 @@ pub fn default_dir() -> Option<PathBuf> {
     Some(base.join("wexec"))
 }
 
+/// Bytes of the key the cache's digests are keyed with.
+pub const KEY_BYTES: usize = 32;
+
 /// The cache directory, created, checked and opened.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Cache {
     /// Canonical: what the filesystem capability hides.
     dir: PathBuf,
     /// The directory itself, opened once: every artifact is named relative to it.
     handle: Arc<OwnedFd>,
+    /// What every digest is keyed with.
+    key: [u8; KEY_BYTES],
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Cache {
-    /// Opens (creating, mode 0700) `dir`; `None`, with a warning, unless it is a directory owned
-    /// by this user that nobody else can read or write.
-    pub fn open(dir: &Path, exposed: &[PathBuf]) -> Option<Self> {
+    /// Opens (creating, mode 0700) `dir`, whose digests are keyed with `key`; `None`, with a
+    /// warning, unless it is a directory owned by this user that nobody else can read or write.
+    pub fn open(dir: &Path, exposed: &[PathBuf], key: [u8; KEY_BYTES]) -> Option<Self> {
         let disabled = |reason: &dyn std::fmt::Display| {
             tracing::warn!("compile cache disabled: {}: {reason}", dir.display());
         };
@@ -111,6 +128,7 @@ impl Cache {
         Some(Self {
             dir: canonical,
             handle: Arc::new(handle),
+            key,
         })
     }
 
@@ -123,7 +141,8 @@ impl Cache {
     /// digest, without the engine, so this runs while the engine is being built.
     pub fn lookup(&self, key: &str) -> Entry {
         let (artifact_name, digest_name) = file_names(key);
-        let artifact = match verified(self.handle.as_fd(), &artifact_name, &digest_name) {
+        let artifact = match verified(self.handle.as_fd(), &artifact_name, &digest_name, &self.key)
+        {
             Ok(found) => found,
             Err(reason) => {
                 tracing::warn!(
@@ -156,9 +175,9 @@ impl Cache {
                 reason = "loading a precompiled artifact is unsafe in wasmtime's API"
             )]
             // SAFETY: `data` is, byte for byte, what `serialize` below produced under a name
-            // hashing the component and the engine configuration: its BLAKE3 matches the
-            // digest written with it, in a directory only this user can write and no plugin
-            // can reach. wasmtime also checks the header and compatibility (an artifact of
+            // hashing the component and the engine configuration: its keyed BLAKE3 matches the
+            // digest written with it, which only a holder of the user's key could write, in a
+            // directory only this user can write and no plugin can reach. wasmtime also checks the header and compatibility (an artifact of
             // another engine configuration or version is refused, and compiled anew).
             let loaded = unsafe { Component::deserialize(engine, &data) };
             match loaded {
@@ -172,7 +191,7 @@ impl Cache {
         let component = Component::new(engine, bytes)?;
         match component.serialize() {
             Ok(data) => {
-                let sum = artifact_digest(&data);
+                let sum = digest(&self.key, &artifact_name, &data);
                 // The artifact first: a digest without its artifact never matches.
                 let written = write_atomically(dir, &artifact_name, &data, true)
                     .and_then(|()| write_atomically(dir, &digest_name, sum.as_bytes(), true));
@@ -224,33 +243,49 @@ pub struct Entry {
 const MAX_MEMO_BYTES: u64 = 1024 * 1024;
 
 impl Cache {
-    /// What [`Self::remember`] wrote as `name`, if anything.
+    /// What [`Self::remember`] wrote as `name`, if anything: only data followed by its keyed
+    /// digest, which only a holder of the key could have written.
     pub fn memo(&self, name: &str) -> Option<Vec<u8>> {
-        read_regular(self.handle.as_fd(), name, MAX_MEMO_BYTES).ok()
+        let mut data = read_regular(self.handle.as_fd(), name, MAX_MEMO_BYTES).ok()?;
+        let split = data.len().checked_sub(MEMO_DIGEST_BYTES)?;
+        let sum = data.split_off(split);
+        (sum == digest(&self.key, name, &data).as_bytes()).then_some(data)
     }
 
-    /// Writes `data` as `name` (a key-derived name). Not synced to disk: a memo lost or cut
-    /// short by a crash reads back as nothing, and is derived again.
+    /// Writes `data` as `name` (a key-derived name), followed by its keyed digest. Not synced
+    /// to disk: a memo lost or cut short by a crash reads back as nothing, and is derived
+    /// again.
     pub fn remember(&self, name: &str, data: &[u8]) {
-        if let Err(err) = write_atomically(self.handle.as_fd(), name, data, false) {
+        let mut text = data.to_vec();
+        text.extend_from_slice(digest(&self.key, name, data).as_bytes());
+        if let Err(err) = write_atomically(self.handle.as_fd(), name, &text, false) {
             tracing::warn!("cannot cache {}: {err}", self.dir.join(name).display());
         }
     }
 }
 
-/// The name an artifact's digest has beside it: `<key>.blake3`.
-const DIGEST_SUFFIX: &str = "blake3";
+/// The name an artifact's digest has beside it: `<key>.keyed-blake3`.
+const DIGEST_SUFFIX: &str = "keyed-blake3";
+
+/// Bytes of a digest as hex, at a memo's end.
+const MEMO_DIGEST_BYTES: usize = 64;
 
 /// The names of `key`'s artifact and of its digest.
 fn file_names(key: &str) -> (String, String) {
     (format!("{key}.cwasm"), format!("{key}.{DIGEST_SUFFIX}"))
 }
 
-/// The digest an artifact is checked against, as hex. Every start checks the artifacts of all
-/// bundled plugins (4.6 MB), one of them on the way to the first plugin call: SHA-256 took
-/// 1.2 ms for the largest (1.7 MB) on the CI VM, BLAKE3 0.34 ms, as strong a check.
-fn artifact_digest(data: &[u8]) -> String {
-    blake3::hash(data).to_hex().to_string()
+/// The digest an artifact or a memo is checked against, as hex: BLAKE3 in its keyed mode (a
+/// MAC) over the file's name and its contents, so that a genuine file copied under another
+/// name (another plugin's artifact, another key's memo) does not pass. Every start checks the
+/// artifacts of all bundled plugins, one of them on the way to the first plugin call, so the
+/// hash is the fastest strong one at hand.
+fn digest(key: &[u8; KEY_BYTES], name: &str, data: &[u8]) -> String {
+    let mut hasher = blake3::Hasher::new_keyed(key);
+    hasher.update(&(name.len() as u64).to_le_bytes());
+    hasher.update(name.as_bytes());
+    hasher.update(data);
+    hasher.finalize().to_hex().to_string()
 }
 
 /// SHA-256 over `parts` (each length-prefixed), as hex: the key of a result derived from them.
@@ -268,15 +303,17 @@ pub fn derived_key(parts: &[&[u8]]) -> String {
 fn verified(
     dir: std::os::fd::BorrowedFd<'_>,
     artifact: &str,
-    digest: &str,
+    digest_name: &str,
+    key: &[u8; KEY_BYTES],
 ) -> Result<Option<Vec<u8>>, String> {
     let data = match read_regular(dir, artifact, MAX_ARTIFACT_BYTES) {
         Ok(data) => data,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(err) => return Err(format!("cannot be read: {err}")),
     };
-    let expected = read_regular(dir, digest, 64).map_err(|err| format!("has no digest: {err}"))?;
-    if expected != artifact_digest(&data).as_bytes() {
+    let expected =
+        read_regular(dir, digest_name, 64).map_err(|err| format!("has no digest: {err}"))?;
+    if expected != digest(key, artifact, &data).as_bytes() {
         return Err("does not match its digest".into());
     }
     Ok(Some(data))
@@ -368,6 +405,21 @@ mod tests {
         assert_ne!(key("fp", b"component", None), key("fp", b"other", None));
     }
 
+    const KEY: [u8; KEY_BYTES] = [42; KEY_BYTES];
+
+    #[test]
+    fn a_memo_is_read_back_only_with_its_keyed_digest() {
+        let path = cache_dir("memo");
+        let cache = Cache::open(&path, &[], KEY).unwrap();
+        cache.remember("m.json", b"{}");
+        assert_eq!(cache.memo("m.json"), Some(b"{}".to_vec()));
+        let other = Cache::open(&path, &[], [7; KEY_BYTES]).unwrap();
+        assert_eq!(other.memo("m.json"), None);
+        std::fs::write(path.join("m.json"), b"{}").unwrap();
+        assert_eq!(cache.memo("m.json"), None);
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+
     fn cache_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("wexec-cache-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -377,45 +429,42 @@ mod tests {
     #[test]
     fn an_artifact_that_does_not_match_its_digest_is_never_loaded() {
         let path = cache_dir("digest");
-        let cache = Cache::open(&path, &[]).unwrap();
+        let cache = Cache::open(&path, &[], KEY).unwrap();
         let dir = cache.handle.as_fd();
-        assert_eq!(verified(dir, "k.cwasm", "k.blake3"), Ok(None));
+        let check = || verified(dir, "k.cwasm", "k.blake3", &KEY);
+        assert_eq!(check(), Ok(None));
         write_atomically(dir, "k.cwasm", b"compiled", true).unwrap();
-        assert!(
-            verified(dir, "k.cwasm", "k.blake3")
-                .unwrap_err()
-                .contains("no digest")
-        );
+        assert!(check().unwrap_err().contains("no digest"));
+        // Anyone can compute the unkeyed hash, or a hash with another key.
+        for forged in [
+            blake3::hash(b"compiled").to_hex().to_string(),
+            digest(&[7; KEY_BYTES], "k.cwasm", b"compiled"),
+            // The right key, but another file's name: a genuine artifact copied over.
+            digest(&KEY, "other.cwasm", b"compiled"),
+        ] {
+            write_atomically(dir, "k.blake3", forged.as_bytes(), true).unwrap();
+            assert_eq!(check(), Err("does not match its digest".into()));
+        }
         write_atomically(
             dir,
             "k.blake3",
-            artifact_digest(b"compiled").as_bytes(),
+            digest(&KEY, "k.cwasm", b"compiled").as_bytes(),
             true,
         )
         .unwrap();
-        assert_eq!(
-            verified(dir, "k.cwasm", "k.blake3"),
-            Ok(Some(b"compiled".to_vec()))
-        );
+        assert_eq!(check(), Ok(Some(b"compiled".to_vec())));
         std::fs::write(path.join("k.cwasm"), b"swapped!").unwrap();
-        assert_eq!(
-            verified(dir, "k.cwasm", "k.blake3"),
-            Err("does not match its digest".into())
-        );
+        assert_eq!(check(), Err("does not match its digest".into()));
         std::fs::remove_file(path.join("k.cwasm")).unwrap();
         std::os::unix::fs::symlink(path.join("k.blake3"), path.join("k.cwasm")).unwrap();
-        assert!(
-            verified(dir, "k.cwasm", "k.blake3")
-                .unwrap_err()
-                .contains("cannot be read")
-        );
+        assert!(check().unwrap_err().contains("cannot be read"));
         std::fs::remove_dir_all(&path).unwrap();
     }
 
     #[test]
     fn the_opened_directory_is_used_whatever_becomes_of_its_path() {
         let path = cache_dir("moved");
-        let cache = Cache::open(&path, &[]).unwrap();
+        let cache = Cache::open(&path, &[], KEY).unwrap();
         let elsewhere = cache_dir("moved-away");
         std::fs::rename(&path, &elsewhere).unwrap();
         std::fs::create_dir(&path).unwrap();
@@ -433,20 +482,20 @@ mod tests {
         std::os::unix::fs::symlink("real", root.join("link")).unwrap();
         let root = std::fs::canonicalize(&root).unwrap();
         let through = root.join("link/wexec");
-        assert!(Cache::open(&through, std::slice::from_ref(&root)).is_none());
+        assert!(Cache::open(&through, std::slice::from_ref(&root), KEY).is_none());
         // Outside the exposed directories a link is the operator's own business.
-        assert!(Cache::open(&through, &[root.join("real")]).is_some());
-        assert!(Cache::open(&root.join("real/wexec"), std::slice::from_ref(&root)).is_some());
+        assert!(Cache::open(&through, &[root.join("real")], KEY).is_some());
+        assert!(Cache::open(&root.join("real/wexec"), std::slice::from_ref(&root), KEY).is_some());
         std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn only_a_private_directory_of_this_user_is_used() {
         let dir = cache_dir("private");
-        assert!(Cache::open(&dir, &[]).is_some());
+        assert!(Cache::open(&dir, &[], KEY).is_some());
         for mode in [0o777, 0o755, 0o750] {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
-            assert!(Cache::open(&dir, &[]).is_none(), "{mode:o}");
+            assert!(Cache::open(&dir, &[], KEY).is_none(), "{mode:o}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

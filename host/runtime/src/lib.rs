@@ -51,6 +51,7 @@ use crate::facts::EnvironmentFacts;
 use wexec_protocol::PluginSummary;
 use wexec_protocol::rpc::{RpcError, RpcResult};
 
+pub use self::cache::KEY_BYTES as CACHE_KEY_BYTES;
 pub use self::fs::{ConnectionHandles, FileHandles, PerPlugin, WatchSlot};
 pub use self::limits::Limits;
 pub use self::plugin::{LoadedPlugin, RESERVED_NAMES, valid_plugin_name};
@@ -108,6 +109,7 @@ impl Runtime {
         facts: Arc<EnvironmentFacts>,
         writable_by_processes: &[std::path::PathBuf],
         also_hidden: &[std::path::PathBuf],
+        cache_key: Option<[u8; cache::KEY_BYTES]>,
     ) -> Result<Self, LoadError> {
         let max_memory = specs
             .iter()
@@ -127,7 +129,10 @@ impl Runtime {
             .map(|root| root.path.clone())
             .chain(writable_by_processes.iter().cloned())
             .collect();
-        let cache = cache::default_dir().and_then(|dir| cache::Cache::open(&dir, &exposed));
+        // Without a key nothing read back could be trusted: no cache.
+        let cache = cache_key.and_then(|key| {
+            cache::default_dir().and_then(|dir| cache::Cache::open(&dir, &exposed, key))
+        });
         let fingerprint = engine::fingerprint(max_memory);
         let keys: Vec<Option<String>> = specs
             .iter()

@@ -125,6 +125,18 @@ pub async fn run(
             }
         }
     }
+    if process.holds_placeholders() {
+        // A confined process: everything it forked dies with it, so its helper ends at once.
+        // Its placeholders go before the close is told, so that a client that looks at the
+        // directory then finds nothing of the sandbox; removing them is disk work, done off
+        // the runtime's threads.
+        if !gone {
+            while reports.next().await.is_some() {}
+            gone = true;
+        }
+        let held = process.take_placeholders();
+        let _ = tokio::task::spawn_blocking(move || drop(held)).await;
+    }
     let seq = lock(&process.log).record_close();
     process.events.send_modify(|events| *events += 1);
     notify(

@@ -28,20 +28,6 @@ impl Mode {
     }
 }
 
-/// The paths programs need to run, readable under read confinement (`minimal`).
-pub const MINIMAL: [&str; 6] = ["/bin", "/sbin", "/usr", "/lib", "/lib64", "/etc"];
-
-/// [`MINIMAL`], canonical (`/bin` is `/usr/bin` on merged-`/usr` systems), resolved once.
-fn minimal() -> &'static [PathBuf] {
-    static CANONICAL: std::sync::OnceLock<Vec<PathBuf>> = std::sync::OnceLock::new();
-    CANONICAL.get_or_init(|| {
-        MINIMAL
-            .iter()
-            .map(|path| super::canonical(std::path::Path::new(path)))
-            .collect()
-    })
-}
-
 /// The validated ceiling.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ceiling {
@@ -95,7 +81,7 @@ impl Ceiling {
                 for path in readable
                     .iter()
                     .cloned()
-                    .chain(minimal().iter().cloned())
+                    .chain(super::minimal::paths())
                     .chain(self.writable.iter().cloned())
                 {
                     rules.add(path, Level::Read);

@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ceiling::MINIMAL;
 use super::rules::{Level, Rules};
 use super::{REFUSAL, canonical};
 use crate::path_uri;
@@ -86,10 +85,18 @@ pub fn request_rules(
                     Vec::new()
                 }
             }
+            // Canonical already.
+            EntryPath::Special { value } if value.kind == SpecialKind::Minimal => {
+                let bases = super::minimal::paths();
+                match &value.subpath {
+                    Some(subpath) => bases.iter().map(|base| below(base, subpath)).collect(),
+                    None => bases,
+                }
+            }
             EntryPath::Special { value } => {
                 let bases: Vec<PathBuf> = match value.kind {
                     SpecialKind::Root => vec![PathBuf::from("/")],
-                    SpecialKind::Minimal => MINIMAL.iter().map(PathBuf::from).collect(),
+                    SpecialKind::Minimal => Vec::new(),
                     SpecialKind::CurrentWorkingDirectory => vec![base.clone()],
                     SpecialKind::ProjectRoots => project_roots.clone(),
                     SpecialKind::Tmpdir => tmpdir.map(Path::to_path_buf).into_iter().collect(),

@@ -17,6 +17,20 @@ async fn start(root: &std::path::Path) -> (Server, Client) {
     (server, client)
 }
 
+/// wexec's log once it has refused `count` cached artifacts (each is logged when its plugin is
+/// linked: at startup, or in the background just after for the bundled plugins), or after 5 s.
+async fn refusals(server: &Server, count: usize) -> String {
+    let mut log = server.stderr_containing("does not match its digest").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while log.matches("does not match its digest").count() < count
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        log = server.stderr();
+    }
+    log
+}
+
 fn artifacts(cache: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut found: Vec<_> = std::fs::read_dir(cache)
         .expect("cache dir")
@@ -237,16 +251,7 @@ async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_we
         client.call("fs/readFile", note.clone()).await["dataBase64"],
         "bm90ZQ=="
     );
-    // Logged when each plugin is linked: at startup, or in the background just after for the
-    // bundled plugins (stderr is read as it comes).
-    let mut log = server.stderr_containing("does not match its digest").await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while log.matches("does not match its digest").count() < found.len()
-        && std::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        log = server.stderr();
-    }
+    let log = refusals(&server, found.len()).await;
     assert_eq!(
         log.matches("does not match its digest").count(),
         found.len(),
@@ -286,6 +291,73 @@ async fn a_swapped_artifact_is_compiled_again_and_a_changing_one_cannot_touch_we
             info["wexec"]["plugins"]
         );
     }
+}
+
+/// The digest beside an artifact is a MAC keyed with the user's secret key, over the file's
+/// name and contents: a cache directory that another wexec's plugins or processes can write (it
+/// lies inside that wexec's roots) can be given swapped artifacts with digests anyone can
+/// compute (plain BLAKE3, or BLAKE3 keyed with any other key), or another plugin's genuine
+/// artifact and digest under this one's names, and wexec compiles every one of them again
+/// instead of running it.
+#[tokio::test]
+async fn an_artifact_with_a_digest_made_without_the_key_is_compiled_again() {
+    let dir = TempDir::new();
+    let root = dir.path();
+    drop(start(root).await);
+    let cache = root.join("cache/wexec");
+    let found = artifacts(&cache);
+    assert!(found.len() >= 3, "{found:?}");
+    let contents: Vec<Vec<u8>> = found
+        .iter()
+        .map(|path| std::fs::read(path).expect("read"))
+        .collect();
+    // Whatever the digest beside an artifact is called.
+    let digest_of = |path: &std::path::Path| {
+        let stem = path.file_stem().expect("stem").to_owned();
+        let digests: Vec<_> = std::fs::read_dir(&cache)
+            .expect("cache")
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|other| {
+                other != path
+                    && other.file_stem() == Some(stem.as_os_str())
+                    && std::fs::read(other).is_ok_and(|text| text.len() == 64)
+            })
+            .collect();
+        assert_eq!(digests.len(), 1, "{digests:?}");
+        digests[0].clone()
+    };
+    let genuine: Vec<Vec<u8>> = found
+        .iter()
+        .map(|path| std::fs::read(digest_of(path)).expect("read digest"))
+        .collect();
+    for (index, path) in found.iter().enumerate() {
+        let next = (index + 1) % contents.len();
+        let swapped = &contents[next];
+        std::fs::write(path, swapped).expect("swap");
+        let forged = match index % 3 {
+            0 => blake3::hash(swapped).to_hex().to_string().into_bytes(),
+            1 => blake3::keyed_hash(&[7; 32], swapped)
+                .to_hex()
+                .to_string()
+                .into_bytes(),
+            // The genuine pair of another plugin, copied under this one's names.
+            _ => genuine[next].clone(),
+        };
+        std::fs::write(digest_of(path), forged).expect("forge");
+    }
+    let (server, mut client) = start(root).await;
+    let info = client.call("environment/info", Value::Null).await;
+    assert_eq!(
+        wexec_tests::plugin_names(&info),
+        vec!["fs", "http", "env", "config", "discovery"]
+    );
+    let log = refusals(&server, found.len()).await;
+    assert_eq!(
+        log.matches("does not match its digest").count(),
+        found.len(),
+        "each forged artifact was refused: {log}"
+    );
 }
 
 #[tokio::test]

@@ -14,6 +14,8 @@ mod lifetime;
 mod limits;
 mod modes;
 mod network;
+mod placeholders;
+mod secrets;
 
 use std::path::Path;
 use std::time::Duration;
