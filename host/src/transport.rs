@@ -87,6 +87,13 @@ impl Inbound {
         }
     }
 
+    /// The message last received was no work (see [`stdio::LineReader::not_work`]).
+    pub fn not_work(&mut self) {
+        if let Inbound::Lines(lines) = self {
+            lines.not_work();
+        }
+    }
+
     /// Whether no further message is ready to be read without waiting.
     pub fn is_empty(&self) -> bool {
         match self {

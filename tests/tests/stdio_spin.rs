@@ -92,3 +92,107 @@ async fn a_quick_client_finds_wexec_awake_and_a_quiet_one_costs_no_cpu() {
     );
     rustix::thread::sched_setaffinity(None, &allowed).expect("unpin this thread");
 }
+
+/// CPUs to place the client and wexec apart on; `None` (the test says it is skipped) on one.
+fn two_cpus() -> Option<(usize, usize)> {
+    match wexec_tests::allowed_cpus()[..] {
+        [first, second, ..] => Some((first, second)),
+        _ => {
+            eprintln!("skipped: needs two CPUs to place the client and wexec apart");
+            None
+        }
+    }
+}
+
+/// Moves this thread (the test's runtime is this thread's alone) to `cpu`; returns what it was
+/// allowed before.
+#[expect(
+    clippy::expect_used,
+    reason = "a test's helper fails the test on any error"
+)]
+fn run_on(cpu: usize) -> rustix::thread::CpuSet {
+    let allowed = rustix::thread::sched_getaffinity(None).expect("CPU affinity");
+    let mut one = rustix::thread::CpuSet::new();
+    one.set(cpu);
+    rustix::thread::sched_setaffinity(None, &one).expect("move this thread");
+    allowed
+}
+
+/// Lines that are no work cannot buy a spinning thread: a client on another CPU that sent a
+/// blank line every 30 µs kept the stdio thread at 99% of a CPU while it used 34% itself, and a
+/// stream of malformed lines or unknown methods, each answered at once, would do the same.
+/// Such lines never make a client quick, so each one finds wexec asleep in `read`, as every
+/// line does without the spin.
+#[tokio::test]
+async fn lines_that_are_no_work_never_keep_wexec_spinning() {
+    let Some((client_cpu, wexec_cpu)) = two_cpus() else {
+        return;
+    };
+    let (server, mut client) = wexec_tests::spawn_stdio_on(wexec_cpu, wexec_tests::command(&[]));
+    let allowed = run_on(client_cpu);
+    client.handshake().await;
+    // Blank lines, 30 µs apart for half a second (no reply comes): the thread's CPU time.
+    let (cpu_before, _) = stdio_thread(server.pid());
+    let began = std::time::Instant::now();
+    while began.elapsed() < std::time::Duration::from_millis(500) {
+        let sent = std::time::Instant::now();
+        client.send_raw(b"\n").await;
+        while sent.elapsed() < std::time::Duration::from_micros(30) {}
+    }
+    // A request after them, so that all were read before the count is taken.
+    assert_eq!(
+        client.call("environment/status", json!({})).await,
+        json!({"status": "ready"})
+    );
+    let (cpu_after, _) = stdio_thread(server.pid());
+    let busy = (cpu_after - cpu_before) as f64 / began.elapsed().as_nanos() as f64;
+    // Malformed lines and unknown methods, each sent as soon as the last was answered.
+    const LINES: u64 = 1000;
+    let mut answered = Vec::new();
+    for line in [&b"{\n"[..], &b"{\"id\":1,\"method\":\"no/such\"}\n"[..]] {
+        let (_, before) = stdio_thread(server.pid());
+        for _ in 0..LINES {
+            client.send_raw(line).await;
+            let reply = client.recv().await;
+            assert!(reply.get("error").is_some(), "{reply}");
+        }
+        let (_, after) = stdio_thread(server.pid());
+        answered.push(after - before);
+    }
+    // Spinning, the thread used 99% of its CPU on the blank lines and hardly slept on the
+    // answered ones; without it, it reads what came when it wakes and sleeps again: every
+    // answered line wakes it.
+    assert!(
+        busy < 0.3 && answered.iter().all(|&sleeps| sleeps > LINES * 9 / 10),
+        "wexec's thread was busy {busy:.2} of the time over blank lines and slept {answered:?} times over {LINES} answered junk lines"
+    );
+    rustix::thread::sched_setaffinity(None, &allowed).expect("unpin this thread");
+}
+
+/// `--no-stdio-spin` turns the spin off: a quick client's every request wakes wexec from
+/// `read`.
+#[tokio::test]
+async fn the_operator_can_turn_the_spin_off() {
+    let Some((client_cpu, wexec_cpu)) = two_cpus() else {
+        return;
+    };
+    let (server, mut client) =
+        wexec_tests::spawn_stdio_on(wexec_cpu, wexec_tests::command(&["--no-stdio-spin"]));
+    let allowed = run_on(client_cpu);
+    client.handshake().await;
+    const CALLS: u64 = 500;
+    let (_, before) = stdio_thread(server.pid());
+    for _ in 0..CALLS {
+        assert_eq!(
+            client.call("environment/status", json!({})).await,
+            json!({"status": "ready"})
+        );
+    }
+    let (_, after) = stdio_thread(server.pid());
+    let sleeps = after - before;
+    assert!(
+        sleeps >= CALLS * 9 / 10,
+        "wexec slept {sleeps} times in {CALLS} requests"
+    );
+    rustix::thread::sched_setaffinity(None, &allowed).expect("unpin this thread");
+}

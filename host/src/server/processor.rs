@@ -46,6 +46,9 @@ struct Processor {
     /// Run this message's job inline if it can: no other message was waiting when it was read,
     /// or the machine has one CPU.
     inline: bool,
+    /// The message being handled is a request for a method wexec serves: work, which may keep
+    /// stdio's spin going (`transport/stdio/spin.rs`); blank, malformed and unknown ones may not.
+    work: bool,
 }
 
 /// Serves one connection until the client leaves or breaks the protocol. A detachable
@@ -64,6 +67,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         phase: Phase::AwaitingInitialize,
         dispatcher: Dispatcher::new(),
         inline: false,
+        work: false,
     };
     let one_cpu = one_cpu();
     loop {
@@ -83,6 +87,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         };
         let Some(message) = message else { break };
         processor.inline = one_cpu || inbound.is_empty();
+        processor.work = false;
         let flow = match message {
             Received::Message(bytes, held) => processor.handle(&bytes, held).await,
             Received::Refused(id, reason) => {
@@ -92,6 +97,9 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
                     .await
             }
         };
+        if !processor.work {
+            inbound.not_work();
+        }
         // The first answer is out: what startup left for later may have the CPU now.
         crate::startup::settle();
         if let Flow::Close = flow {
@@ -189,7 +197,9 @@ impl Processor {
         if let Some(trace) = &trace {
             tracing::debug!(%id, method, %trace, "request");
         }
-        let route = match methods::lookup(&method, &self.server) {
+        let found = methods::lookup(&method, &self.server);
+        self.work = found.is_some();
+        let route = match found {
             None => {
                 let error = RpcError::method_not_found(&method);
                 return self.reply(&id, Err(error)).await;

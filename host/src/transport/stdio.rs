@@ -99,6 +99,14 @@ impl LineReader {
         Some(Received::admit(line, &self.budget))
     }
 
+    /// The line last returned was no work wexec serves (malformed, a notification, an
+    /// unknown method): it must not keep the spin going ([`spin`], bound 1).
+    pub fn not_work(&mut self) {
+        if let Some(spin) = &mut self.spin {
+            spin.not_work();
+        }
+    }
+
     /// True while the reader is parked waiting for input.
     pub fn waiting_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.waiting)
@@ -149,6 +157,8 @@ impl LineReader {
                     } else if !line.iter().all(u8::is_ascii_whitespace) {
                         self.output.read_request(self.has_buffered_line());
                         return Some(line);
+                    } else {
+                        self.not_work();
                     }
                 }
                 Err(err) => {

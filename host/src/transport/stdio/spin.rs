@@ -12,28 +12,39 @@
 //!
 //! Bounds:
 //!
-//! 1. **Only while the client is quick.** A wait spins only when the last timed wait (from the
-//!    moment wexec began to wait until the line was read) took at most the window; an agent
-//!    that thinks between calls never pays for it, and the end of a burst costs one window.
+//! 1. **Only while the client is quick, with work.** A wait spins only when the last timed wait
+//!    (from the moment wexec began to wait until the line was read) took at most the window
+//!    and brought a request for a method wexec serves; an agent that thinks between calls
+//!    never pays for it, the end of a burst costs one window, and lines that are not such
+//!    requests — blank, malformed, a notification, an unknown method — never make a client
+//!    quick ([`InputSpin::not_work`]): sent in a stream, they would buy a spinning thread for
+//!    nothing. (Requests for served methods with bad params still count: bound 3 holds them.)
 //! 2. **At most one window** ([`WINDOW`]), after which the thread blocks in `read` as before.
 //!    Input, end of input and errors all end the spin at once (the `read` that follows reports
 //!    them).
-//! 3. **Out of the client's way.** Every look that finds no input yields the CPU, so a client
+//! 3. **At most half the time.** Spinning earns credit at half the rate of wall time, up to
+//!    [`MAX_CREDIT`]; a spin needs a window's worth and spends what it takes (a spin that
+//!    overran, descheduled, leaves a debt): however a client paces its requests, the spin
+//!    takes at most about half of the thread's time over any stretch longer than the credit.
+//!    A quick client's spins are shorter than the work they wait between, so it rarely meets
+//!    the bound.
+//! 4. **Out of the client's way.** Every look that finds no input yields the CPU, so a client
 //!    on the same CPU can run (`sched_yield` moves wexec behind the threads runnable there);
 //!    with one CPU online (as `/sys/devices/system/cpu/online` lists them; two are assumed
 //!    when it cannot be read) there is no other CPU for the client to be on, and nothing
 //!    spins.
-//! 4. **Not while spinning saves nothing.** Input that is there at the first look, or that
+//! 5. **Not while spinning saves nothing.** Input that is there at the first look, or that
 //!    turns up right after a yield that let another thread run, says the client most likely
 //!    shares wexec's CPU (it ran when the reply woke it, or while wexec yielded), where spinning
-//!    only adds system calls (5–7% of a 4 KiB read on one CPU). Two such spins in a row, and
-//!    the next [`SHARED_CPU_REST`] waits block at once, untimed (two clock reads per request
-//!    cost 3–4% there); then the next wait is timed afresh. One is not enough: with the client
-//!    on another CPU, some other thread on wexec's CPU took the yield in 12 of 4,056 spins,
-//!    and resting after each of those left a third of the waits unspun (`fs_vs_mcp`,
-//!    2026-12-06).
+//!    only adds system calls. Two such spins in a row, and the next [`SHARED_CPU_REST`] waits
+//!    block at once, untimed (even reading the clock costs there); then the next wait is
+//!    timed afresh. One is not enough: with the client on another CPU, some other thread on
+//!    wexec's CPU now and then takes a yield, and resting after each of those would leave many
+//!    waits unspun.
 //!
-//! The tests below hold bounds 1, 2 and 4 (but the yield's timing, which no test can force)
+//! Operators turn it off with `--no-stdio-spin` (docs/protocol.md §12).
+//!
+//! The tests below hold bounds 1, 2, 3 and 5 (but the yield's timing, which no test can force)
 //! and the CPU list; `tests/tests/stdio_spin.rs` that a quick client on another CPU finds the
 //! real binary awake, and that a quiet one costs it no CPU.
 
@@ -47,10 +58,13 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 /// room; `busy_poll`'s usual setting.
 pub const WINDOW: Duration = Duration::from_micros(50);
 
+/// Most spin credit kept (bound 3): a burst of quick requests after a pause spins at once.
+pub const MAX_CREDIT: Duration = Duration::from_millis(2);
+
 /// A yield that took longer than this let another thread run.
 const GAVE_WAY: Duration = Duration::from_micros(3);
 
-/// Waits that block at once after two needless spins in a row (bound 4).
+/// Waits that block at once after two needless spins in a row (bound 5).
 pub const SHARED_CPU_REST: u32 = 256;
 
 /// How a wait began.
@@ -74,12 +88,19 @@ pub struct InputSpin {
     window: Duration,
     /// Whether the last timed wait ended within the window.
     quick: bool,
-    /// Waits left that block at once because the client shares the CPU (bound 4).
+    /// Waits left that block at once because the client shares the CPU (bound 5).
     rest: u32,
     /// The last spin was needless (reset by any other outcome).
     needless_last: bool,
     /// When the wait under way began.
     since: Option<Instant>,
+    /// Spinning time earned and not spent (bound 3), as of `credited`, in nanoseconds: below
+    /// zero when a spin overran what it had (a yield that lasted), which later time repays.
+    credit: i64,
+    /// When credit was last earned.
+    credited: Option<Instant>,
+    /// Most credit kept ([`MAX_CREDIT`]; tests raise it).
+    max_credit: i64,
 }
 
 impl InputSpin {
@@ -92,6 +113,10 @@ impl InputSpin {
     }
 
     fn with_window(input: &File, window: Duration) -> Option<Self> {
+        Self::with_limits(input, window, MAX_CREDIT)
+    }
+
+    fn with_limits(input: &File, window: Duration, max_credit: Duration) -> Option<Self> {
         let input = input
             .try_clone()
             .inspect_err(|err| tracing::debug!("stdin is not polled before reads: {err}"))
@@ -103,12 +128,15 @@ impl InputSpin {
             rest: 0,
             needless_last: false,
             since: None,
+            credit: nanos(max_credit),
+            credited: None,
+            max_credit: nanos(max_credit),
         })
     }
 
-    /// Called before a blocking read: spins while the client has been quick (bound 1), for at
-    /// most the window (bound 2), yielding the CPU at every look (bound 3), and not while
-    /// spinning saves nothing (bound 4).
+    /// Called before a blocking read: spins while the client has been quick with work (bound
+    /// 1), for at most the window (bound 2) and the credit (bound 3), yielding the CPU at every
+    /// look (bound 4), and not while spinning saves nothing (bound 5).
     pub(crate) fn before_wait(&mut self) -> Spun {
         // Resting, the wait is not timed: not even the clock is read.
         if self.rest > 0 {
@@ -121,10 +149,33 @@ impl InputSpin {
         }
         let start = Instant::now();
         self.since = Some(start);
-        if !self.quick {
+        if !self.may_spin(start) || !self.quick {
             self.needless_last = false;
             return Spun::No;
         }
+        let spun = self.spin(start, self.window);
+        self.spent(start.elapsed());
+        spun
+    }
+
+    /// Earns credit for the time since the last look, at half its rate; whether there is
+    /// enough for a whole window (slivers of spins would cost their overhead for nothing).
+    /// Bound 3.
+    fn may_spin(&mut self, now: Instant) -> bool {
+        if let Some(credited) = self.credited {
+            self.credit = (self.credit + nanos(now - credited) / 2).min(self.max_credit);
+        }
+        self.credited = Some(now);
+        self.credit >= nanos(self.window)
+    }
+
+    /// Spends what a spin took (its time is earned back from at the next look, as any other).
+    fn spent(&mut self, spun: Duration) {
+        self.credit -= nanos(spun);
+    }
+
+    /// Looks for input until `limit` has passed since `start`.
+    fn spin(&mut self, start: Instant, limit: Duration) -> Spun {
         let zero = Timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -138,7 +189,7 @@ impl InputSpin {
                 return self.input_came(needless);
             }
             let turn = Instant::now();
-            if turn - start >= self.window {
+            if turn - start >= limit {
                 self.needless_last = false;
                 return Spun::Window;
             }
@@ -169,6 +220,17 @@ impl InputSpin {
             self.quick = since.elapsed() <= self.window;
         }
     }
+
+    /// What the last wait brought is no work wexec serves (a blank or malformed line, a
+    /// notification, an unknown method): it does not make the client quick (bound 1).
+    pub fn not_work(&mut self) {
+        self.quick = false;
+    }
+}
+
+/// `duration` in nanoseconds, saturating.
+fn nanos(duration: Duration) -> i64 {
+    i64::try_from(duration.as_nanos()).unwrap_or(i64::MAX)
 }
 
 /// CPUs online (not wexec's affinity: the client may run on a CPU wexec may not); 2 when unknown.
@@ -218,7 +280,8 @@ mod tests {
     #[test]
     fn after_a_quick_wait_the_next_spins_until_input_arrives() {
         let (reader, mut writer) = pipe();
-        let mut spin = InputSpin::with_window(&reader, Duration::from_secs(30)).expect("spin");
+        let long = Duration::from_secs(30);
+        let mut spin = InputSpin::with_limits(&reader, long, long * 2).expect("spin");
         assert_eq!(quick_wait(&mut spin), Spun::No);
         let sender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
@@ -237,7 +300,8 @@ mod tests {
     #[test]
     fn input_there_at_the_first_look_twice_rests_the_spin_then_times_afresh() {
         let (reader, mut writer) = pipe();
-        let mut spin = InputSpin::with_window(&reader, Duration::from_secs(30)).expect("spin");
+        let long = Duration::from_secs(30);
+        let mut spin = InputSpin::with_limits(&reader, long, long * 2).expect("spin");
         writer.write_all(b"{}\n").expect("write");
         spin.quick = true;
         assert_eq!(quick_wait(&mut spin), Spun::Needless);
@@ -280,7 +344,10 @@ mod tests {
     #[test]
     fn a_spin_ends_after_the_window_and_at_end_of_input() {
         let (reader, writer) = pipe();
-        let mut spin = InputSpin::with_window(&reader, Duration::from_micros(200)).expect("spin");
+        // Credit that a spin overrun by a loaded machine cannot spend.
+        let mut spin =
+            InputSpin::with_limits(&reader, Duration::from_micros(200), Duration::from_secs(60))
+                .expect("spin");
         spin.quick = true;
         let start = Instant::now();
         assert_eq!(spin.before_wait(), Spun::Window);
@@ -291,6 +358,68 @@ mod tests {
             matches!(spin.before_wait(), Spun::UntilReady | Spun::Needless),
             "end of input is ready"
         );
+    }
+
+    #[test]
+    fn a_line_that_is_no_work_never_makes_the_client_quick() {
+        let (reader, _writer) = pipe();
+        let mut spin = InputSpin::with_window(&reader, Duration::from_micros(200)).expect("spin");
+        assert_eq!(quick_wait(&mut spin), Spun::No);
+        spin.not_work();
+        assert_eq!(quick_wait(&mut spin), Spun::No, "no work came: no spin");
+        assert_eq!(spin.before_wait(), Spun::Window, "a quick request came");
+    }
+
+    #[test]
+    fn spinning_takes_at_most_half_the_time() {
+        let (reader, _writer) = pipe();
+        let window = Duration::from_micros(50);
+        let mut spin = InputSpin::with_window(&reader, window).expect("spin");
+        // Time as the spin sees it, for a client whose request comes each time the spin gives
+        // up, at once (all spin, were it not bounded), and the thread that now and then is
+        // descheduled in a spin for a whole scheduler slice.
+        let mut now = Instant::now();
+        let start = now;
+        let mut spinning = Duration::ZERO;
+        for look in 0..1_000_000u32 {
+            if spin.may_spin(now) {
+                let took = if look % 97 == 0 {
+                    Duration::from_millis(4)
+                } else {
+                    window
+                };
+                spin.spent(took);
+                spinning += took;
+                now += took;
+            } else {
+                now += Duration::from_micros(1);
+            }
+        }
+        let total = (now - start).as_secs_f64();
+        let share = spinning.as_secs_f64() / total;
+        // Half the time, plus the first credit and a last overrun that nothing repaid.
+        let bound = 0.5 + (MAX_CREDIT + Duration::from_millis(4)).as_secs_f64() / total;
+        assert!(share <= bound, "spun {share:.3} of the time");
+        assert!(share >= 0.45, "spun only {share:.3} of the time");
+    }
+
+    #[test]
+    fn a_spin_needs_a_window_of_credit() {
+        let (reader, _writer) = pipe();
+        let window = Duration::from_micros(50);
+        let mut spin = InputSpin::with_window(&reader, window).expect("spin");
+        let now = Instant::now();
+        assert!(spin.may_spin(now), "a full credit to begin with");
+        spin.spent(MAX_CREDIT);
+        assert!(!spin.may_spin(now));
+        assert!(!spin.may_spin(now + window), "half a window earned");
+        assert!(spin.may_spin(now + window * 2));
+        spin.spent(window * 10);
+        assert!(
+            !spin.may_spin(now + window * 20),
+            "an overrun is a debt, repaid before anything is spun again"
+        );
+        assert!(spin.may_spin(now + window * 22));
     }
 
     #[test]
