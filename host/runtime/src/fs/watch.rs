@@ -1,11 +1,14 @@
 //! `fs/watchMissing` watches (docs/protocol.md §9.6): which paths a watch looks at inside the
 //! roots, the one watch a plugin has per connection, and the notification it sends once.
 
-use std::collections::HashSet;
-use std::path::Path;
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use wexec_protocol::limits::{MAX_WATCH_ANCESTORS, MAX_WATCH_PATHS};
+use wexec_protocol::limits::{
+    MAX_PATH_BYTES, MAX_PATH_COMPONENTS, MAX_WATCH_ANCESTORS, MAX_WATCH_PATHS,
+};
 
 use super::inotify::{Inotify, Interest, Trigger};
 use super::resolve::Probe;
@@ -67,12 +70,23 @@ fn pseudo(path: &Path) -> bool {
 
 /// Starts watching `missing` and `present` (native absolute paths) inside `roots`: `None` when
 /// the request is one docs/protocol.md §9.6 answers `false`. Error: the OS refused a watch.
+///
+/// The cost is linear in the request's size: the resolver's path limits are checked before
+/// anything else is done with a path, and ancestors are counted without building any.
 pub fn watch(
     roots: &Roots,
     missing: &[String],
     present: Option<&str>,
 ) -> Result<Option<Watching>, String> {
     if missing.is_empty() || missing.len() > MAX_WATCH_PATHS {
+        return Ok(None);
+    }
+    if missing
+        .iter()
+        .map(String::as_str)
+        .chain(present)
+        .any(over_limits)
+    {
         return Ok(None);
     }
     let Some(normal) = missing
@@ -90,11 +104,7 @@ pub fn watch(
     if normal.iter().chain(&present).any(|path| pseudo(path)) {
         return Ok(None);
     }
-    let ancestors: HashSet<&Path> = normal
-        .iter()
-        .flat_map(|path| path.ancestors().skip(1))
-        .collect();
-    if ancestors.len() > MAX_WATCH_ANCESTORS {
+    if !ancestors_within(&normal, MAX_WATCH_ANCESTORS) {
         return Ok(None);
     }
     let mut watching = Watching::new();
@@ -141,6 +151,44 @@ pub fn watch(
         watching.trigger.fire();
     }
     Ok(Some(watching))
+}
+
+/// Whether `path` is beyond what the resolver ever walks: more than [`MAX_PATH_BYTES`] bytes or
+/// [`MAX_PATH_COMPONENTS`] components.
+fn over_limits(path: &str) -> bool {
+    path.len() > MAX_PATH_BYTES
+        || path.split('/').filter(|part| !part.is_empty()).count() > MAX_PATH_COMPONENTS
+}
+
+/// Whether the distinct ancestor directories of `paths` (normal, absolute), `/` included, are
+/// at most `max`. They are the inner nodes of the paths' tree of components: each path adds
+/// its own, each name hashed once, and the count stops as soon as it exceeds `max`.
+fn ancestors_within(paths: &[PathBuf], max: usize) -> bool {
+    // Node 0 is `/`; a node is its parent's number and a name.
+    let mut nodes: HashMap<(usize, &OsStr), usize> = HashMap::new();
+    let mut root = false;
+    for path in paths {
+        let names: Vec<&OsStr> = path
+            .components()
+            .filter_map(|part| match part {
+                Component::Normal(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        let Some((_, parents)) = names.split_last() else {
+            continue;
+        };
+        root = true;
+        let mut node = 0;
+        for name in parents {
+            let next = nodes.len() + 1;
+            node = *nodes.entry((node, name)).or_insert(next);
+            if nodes.len() + 1 > max {
+                return false;
+            }
+        }
+    }
+    usize::from(root) + nodes.len() <= max
 }
 
 /// One plugin's watch on one connection: the highest id it used there and the watch running.
@@ -200,5 +248,52 @@ impl WatchSlot {
         });
         state.current = Some(task.abort_handle());
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    /// The ancestors as a set, the obvious (quadratic) way.
+    fn counted(paths: &[PathBuf]) -> usize {
+        paths
+            .iter()
+            .flat_map(|path| path.ancestors().skip(1))
+            .collect::<HashSet<_>>()
+            .len()
+    }
+
+    #[test]
+    fn ancestors_are_counted_as_the_set_of_them_would() {
+        let sets: [&[&str]; 5] = [
+            &["/"],
+            &["/a"],
+            &["/a/b/c", "/a/b/d", "/a/e"],
+            &["/x/y", "/z/y/w", "/x/y/v"],
+            &["/a/b", "/b/a", "/a/b/c/d/e/f/g"],
+        ];
+        for set in sets {
+            let paths: Vec<PathBuf> = set.iter().map(PathBuf::from).collect();
+            let count = counted(&paths);
+            assert!(ancestors_within(&paths, count), "{set:?}");
+            assert_eq!(
+                ancestors_within(&paths, count.saturating_sub(1)),
+                count == 0,
+                "{set:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_path_past_the_resolvers_limits_is_refused_before_any_work() {
+        assert!(over_limits(&format!("/{}", "a".repeat(MAX_PATH_BYTES))));
+        assert!(over_limits(&"/a".repeat(MAX_PATH_COMPONENTS + 1)));
+        assert!(!over_limits(&"/a".repeat(MAX_PATH_COMPONENTS)));
+        // 20,000 components: refused at once.
+        let deep = PathBuf::from("/".to_owned() + &"a/".repeat(20_000));
+        assert!(!ancestors_within(&[deep], MAX_WATCH_ANCESTORS));
     }
 }
