@@ -24,6 +24,19 @@ pub const DEFAULT_INBOUND_BYTES: usize = 256 * 1024 * 1024;
 /// that stops reading its replies stops its own plugin work.
 pub const PLUGIN_CALLS_PER_CONNECTION: usize = 8;
 
+/// Refuses (-32602) a client-chosen id longer than
+/// [`MAX_ID_BYTES`](crate::protocol::limits::MAX_ID_BYTES), naming the field.
+pub fn check_id(field: &str, id: &str) -> Result<(), crate::rpc::RpcError> {
+    use crate::protocol::limits::MAX_ID_BYTES;
+    if id.len() > MAX_ID_BYTES {
+        return Err(crate::rpc::RpcError::invalid_params(format!(
+            "{field} is {} bytes long; the limit is {MAX_ID_BYTES} bytes",
+            id.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The host-wide limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {

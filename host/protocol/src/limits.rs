@@ -18,6 +18,11 @@ pub const MAX_HANDLES: usize = 128;
 /// Longest `handleId`, in bytes.
 pub const MAX_HANDLE_ID_BYTES: usize = 32;
 
+/// Longest id a client chooses for something wexec keeps (`processId` on `process/start`,
+/// `writeId`, a streaming `http/request`'s `requestId`), in bytes. Codex's are short (call ids,
+/// UUIDs); each is kept as long as what it names, some twice.
+pub const MAX_ID_BYTES: usize = 256;
+
 /// Longest request path, in bytes: Linux's `PATH_MAX`; a longer path cannot be opened anyway.
 pub const MAX_PATH_BYTES: usize = 4096;
 

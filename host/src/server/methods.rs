@@ -327,6 +327,7 @@ fn reserve_stream(
     let Some(id) = params.get("requestId").and_then(Value::as_str) else {
         return Ok(None);
     };
+    crate::limits::check_id("requestId", id)?;
     let reservation = connection.reserve_stream(id)?;
     Ok(Some(Box::new(reservation)))
 }

@@ -384,3 +384,79 @@ async fn output_of_closed_processes_is_bounded_host_wide() {
         .sum();
     assert_eq!(bytes, 1024 * 1024);
 }
+
+/// Ids a client chooses for what wexec keeps are capped in size, not only in number: 24
+/// `process/write`s with 2 MiB `writeId`s grew wexec by ~95 MiB (each kept twice until the
+/// process ended), 12 `process/start`s with 2 MiB `processId`s by ~90 MiB (kept 30 s after the
+/// close). Codex's ids are call ids and UUIDs.
+#[tokio::test]
+async fn client_chosen_ids_are_capped_in_size() {
+    let (server, mut client) = spawn_stdio(&[]);
+    client.handshake().await;
+    let limit = wexec_protocol::limits::MAX_ID_BYTES;
+    let long = "p".repeat(limit + 1);
+    let error = client.call_err("process/start", sleeper(&long)).await;
+    assert_eq!(
+        error,
+        rpc_error(
+            -32602,
+            &format!(
+                "processId is {} bytes long; the limit is {limit} bytes",
+                limit + 1
+            )
+        )
+    );
+    // At the limit it is an id like any other.
+    let longest = "p".repeat(limit);
+    let mut start = sleeper(&longest);
+    start["pipeStdin"] = json!(true);
+    client.call("process/start", start).await;
+    let chunk = STANDARD.encode(b"x");
+    let before = wexec_tests::resident_bytes(server.pid());
+    let huge = "w".repeat(2 * 1024 * 1024);
+    for _ in 0..24 {
+        let error = client
+            .call_err(
+                "process/write",
+                json!({"processId": longest, "chunk": chunk, "writeId": huge}),
+            )
+            .await;
+        assert_eq!(
+            error,
+            rpc_error(
+                -32602,
+                &format!(
+                    "writeId is {} bytes long; the limit is {limit} bytes",
+                    huge.len()
+                )
+            )
+        );
+    }
+    let written = client
+        .call(
+            "process/write",
+            json!({"processId": longest, "chunk": chunk, "writeId": "w".repeat(limit)}),
+        )
+        .await;
+    assert_eq!(written, json!({"status": "accepted"}));
+    // Nothing of the refused ids was kept (what the allocator holds on to is well below the
+    // ~95 MiB they took).
+    let grown = wexec_tests::resident_bytes(server.pid()).saturating_sub(before);
+    assert!(grown < 32 * 1024 * 1024, "grew by {grown} bytes");
+    let error = client
+        .call_err(
+            "http/request",
+            json!({"method": "GET", "url": "http://127.0.0.1:9/", "streamResponse": true, "requestId": "r".repeat(limit + 1)}),
+        )
+        .await;
+    assert_eq!(
+        error,
+        rpc_error(
+            -32602,
+            &format!(
+                "requestId is {} bytes long; the limit is {limit} bytes",
+                limit + 1
+            )
+        )
+    );
+}

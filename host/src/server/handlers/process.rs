@@ -34,6 +34,7 @@ async fn blocking<T: Send + 'static>(
 /// when one fails.
 pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult {
     enabled(&ctx)?;
+    crate::limits::check_id("processId", &params.process_id)?;
     let cwd =
         path_uri::parse(&params.cwd).map_err(|err| RpcError::invalid_params(cwd_error(err)))?;
     let host_env = std::env::vars_os()
@@ -249,6 +250,9 @@ pub async fn write(ctx: RequestContext, params: ProcessWriteParams) -> RpcResult
     enabled(&ctx)?;
     if params.write_id.as_deref() == Some("") {
         return Err(RpcError::invalid_params("writeId must not be empty"));
+    }
+    if let Some(write_id) = &params.write_id {
+        crate::limits::check_id("writeId", write_id)?;
     }
     let data = STANDARD
         .decode(&params.chunk)
