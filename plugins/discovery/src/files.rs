@@ -9,6 +9,10 @@ use wexec_guest::protocol::CapabilityTextFile;
 use wexec_guest::protocol::limits::MAX_MESSAGE_BYTES;
 
 const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// A plugin manifest (`plugin.json`) is a few KiB of JSON; one root's may be sent twice (as
+/// its plugin's and as a namespace manifest), so a larger one is refused rather than let one
+/// hostile file take the room of many roots.
+pub const MAX_MANIFEST_BYTES: u64 = 256 * 1024;
 const MAX_BUNDLE_BYTES: u64 = 16 * 1024 * 1024;
 /// What the files and warnings of one request may take in its reply, as JSON: the rest of the
 /// 64 MiB message is room for its structure.
@@ -70,6 +74,25 @@ impl<'a> Reader<'a> {
     /// the plugin's roots (which reads as absent: nothing about it is revealed), or cannot be
     /// read (a warning says why).
     pub fn read(&mut self, path: &str) -> Option<CapabilityTextFile> {
+        self.read_at_most(path, MAX_FILE_BYTES, "capability file")
+    }
+
+    /// As [`Self::read`], for a plugin manifest: at most [`MAX_MANIFEST_BYTES`].
+    pub fn read_manifest(&mut self, path: &str) -> Option<CapabilityTextFile> {
+        self.read_at_most(path, MAX_MANIFEST_BYTES, "capability manifest")
+    }
+
+    /// Takes room in the reply for `file` sent once more; `false` (and the reply is said to be
+    /// full) when there is none.
+    pub fn charge_again(&mut self, file: &CapabilityTextFile) -> bool {
+        if self.reply.take(cost(file)) {
+            return true;
+        }
+        self.reply_full();
+        false
+    }
+
+    fn read_at_most(&mut self, path: &str, limit: u64, what: &str) -> Option<CapabilityTextFile> {
         let uri = uri::encode(path);
         let size = match fs::metadata(path, true) {
             Ok(meta) if meta.is_file => meta.size,
@@ -85,10 +108,8 @@ impl<'a> Reader<'a> {
                 return None;
             }
         };
-        if size > MAX_FILE_BYTES {
-            self.warn(format!(
-                "capability file {uri} exceeds the {MAX_FILE_BYTES}-byte limit"
-            ));
+        if size > limit {
+            self.warn(format!("{what} {uri} exceeds the {limit}-byte limit"));
             return None;
         }
         if self.bytes + size > MAX_BUNDLE_BYTES {
@@ -111,8 +132,8 @@ impl<'a> Reader<'a> {
         let within = self.bytes + read <= MAX_BUNDLE_BYTES;
         self.bytes += read;
         // The file may have grown since it was measured.
-        if read > MAX_FILE_BYTES || !within {
-            self.warn(format!("capability file {uri} exceeded its read limit"));
+        if read > limit || !within {
+            self.warn(format!("{what} {uri} exceeded its read limit"));
             return None;
         }
         let contents = match String::from_utf8(bytes) {
@@ -122,17 +143,15 @@ impl<'a> Reader<'a> {
                 return None;
             }
         };
-        if !self
-            .reply
-            .take(json_len(&contents) + uri.len() + ITEM_OVERHEAD)
-        {
+        let file = CapabilityTextFile {
+            path: uri,
+            contents,
+        };
+        if !self.reply.take(cost(&file)) {
             self.reply_full();
             return None;
         }
-        Some(CapabilityTextFile {
-            path: uri,
-            contents,
-        })
+        Some(file)
     }
 
     /// Notes a warning, as long as the reply has room for it.
@@ -157,6 +176,11 @@ impl<'a> Reader<'a> {
     pub fn into_warnings(self) -> Vec<String> {
         self.warnings
     }
+}
+
+/// What `file` takes in the reply, each time it is sent (its path is a URI: no escapes).
+fn cost(file: &CapabilityTextFile) -> usize {
+    json_len(&file.contents) + file.path.len() + ITEM_OVERHEAD
 }
 
 /// The length of `text` as a JSON string's contents, escaped as serde_json escapes it.

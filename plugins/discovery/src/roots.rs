@@ -122,7 +122,13 @@ pub fn discover(
         Some(manifest) => Some(manifest.clone()),
         None => nearest_ancestor_manifest(root, &mut reader),
     };
-    let mut seen_plugin_roots = HashSet::new();
+    // The root's own manifests were tried already, whether one was read or refused.
+    let mut seen_plugin_roots =
+        HashSet::from([parent(parent(&join(root, MANIFEST_PATHS[0]))).to_owned()]);
+    // The root's own manifest goes out twice (as its plugin's too): the second copy is charged
+    // as well, or the reply could outgrow the message.
+    let inherited =
+        inherited.filter(|manifest| root_manifest.is_none() || reader.charge_again(manifest));
     if let Some(manifest) = inherited {
         if let Ok(native) = uri::decode(&manifest.path) {
             seen_plugin_roots.insert(parent(parent(&native)).to_owned());
@@ -133,7 +139,7 @@ pub fn discover(
         if !seen_plugin_roots.insert(parent(parent(&native)).to_owned()) {
             continue;
         }
-        if let Some(manifest) = reader.read(&native) {
+        if let Some(manifest) = reader.read_manifest(&native) {
             discovery.namespace_manifests.push(manifest);
         }
     }
@@ -186,7 +192,7 @@ fn manifest_priority(path: &str) -> Option<usize> {
 pub fn first_manifest(dir: &str, reader: &mut Reader) -> Option<CapabilityTextFile> {
     MANIFEST_PATHS
         .iter()
-        .find_map(|manifest| reader.read(&join(dir, manifest)))
+        .find_map(|manifest| reader.read_manifest(&join(dir, manifest)))
 }
 
 /// A root inside a plugin belongs to it: the nearest ancestor's manifest. Ancestors outside the

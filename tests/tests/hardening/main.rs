@@ -11,6 +11,7 @@ mod busy;
 mod cache;
 mod copy;
 mod descendants;
+mod discovery;
 mod forgery;
 mod handles;
 mod limits;
