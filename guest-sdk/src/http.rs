@@ -25,6 +25,8 @@ pub struct Request {
     body: Option<Vec<u8>>,
     timeout_ms: Option<u64>,
     follow_redirects: bool,
+    /// Names of the headers that carry credentials.
+    credentials: Vec<String>,
 }
 
 impl Request {
@@ -37,6 +39,7 @@ impl Request {
             body: None,
             timeout_ms: None,
             follow_redirects: true,
+            credentials: Vec::new(),
         }
     }
 
@@ -49,6 +52,18 @@ impl Request {
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.push(Header {
             name: name.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Adds a header that carries a credential (a token, a key): as with `Authorization`, the
+    /// host drops it when a redirect leaves the request's origin.
+    pub fn credential(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let name = name.into();
+        self.credentials.push(name.clone());
+        self.headers.push(Header {
+            name,
             value: value.into(),
         });
         self
@@ -74,14 +89,20 @@ impl Request {
 
     /// Sends the request; the response's body is read separately.
     pub fn send(self) -> Result<Response, Error> {
-        let response = wit::send(&wit::Request {
+        let request = wit::Request {
             method: self.method,
             url: self.url,
             headers: self.headers,
             body: self.body,
             timeout_ms: self.timeout_ms,
             follow_redirects: self.follow_redirects,
-        })?;
+        };
+        // Without credentials, the call every host version has.
+        let response = if self.credentials.is_empty() {
+            wit::send(&request)?
+        } else {
+            wit::send_with_credentials(&request, &self.credentials)?
+        };
         Ok(Response {
             status: response.status,
             headers: response.headers,

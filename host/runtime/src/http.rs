@@ -47,7 +47,13 @@ impl HostState {
         Ok(())
     }
 
-    async fn exchange(&mut self, request: Request) -> Result<Response, Error> {
+    /// Performs `request`; `credentials` names the headers, besides the usual ones, dropped
+    /// when a redirect leaves the origin.
+    async fn exchange(
+        &mut self,
+        request: Request,
+        credentials: &[String],
+    ) -> Result<Response, Error> {
         // Validation first (docs/protocol.md §10.1 order), then the grant, then the network.
         let mut url = Url::parse(&request.url)
             .map_err(|err| invalid(format!("http/request url is invalid: {err}")))?;
@@ -119,6 +125,12 @@ impl HostState {
                     reqwest::header::PROXY_AUTHORIZATION,
                 ] {
                     headers.remove(sensitive);
+                }
+                // A name that is no header name named nothing that was sent.
+                for name in credentials {
+                    if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
+                        headers.remove(name);
+                    }
                 }
             }
             let switch_to_get = status == StatusCode::SEE_OTHER && method != Method::HEAD
@@ -193,8 +205,16 @@ fn describe(err: &reqwest::Error) -> String {
 
 impl Host for HostState {
     async fn send(&mut self, request: Request) -> Result<Response, Error> {
+        self.send_with_credentials(request, Vec::new()).await
+    }
+
+    async fn send_with_credentials(
+        &mut self,
+        request: Request,
+        credentials: Vec<String>,
+    ) -> Result<Response, Error> {
         let started = Instant::now();
-        let result = self.exchange(request).await;
+        let result = self.exchange(request, &credentials).await;
         self.clock.add_host_time(started.elapsed());
         result
     }

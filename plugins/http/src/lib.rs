@@ -87,16 +87,16 @@ fn is_token(text: &str) -> bool {
 
 /// A header as sent: `value`, followed by the executor variable `valueEnvVar` names. Only
 /// variables the operator granted can be read; any other reads as unset. The value is never
-/// logged.
-fn with_env_value(header: HeaderParam) -> Result<(String, String), RpcError> {
+/// logged. The third member says whether it carries the variable's value (a credential).
+fn with_env_value(header: HeaderParam) -> Result<(String, String, bool), RpcError> {
     let Some(var) = header.value_env_var else {
-        return Ok((header.name, header.value));
+        return Ok((header.name, header.value, false));
     };
     match wexec_guest::env::var(&var) {
         Ok(Some(value)) if !value.is_empty() => {
             let mut full = header.value;
             full.push_str(&value);
-            Ok((header.name, full))
+            Ok((header.name, full, true))
         }
         Ok(Some(_)) => Err(error(
             -32602,
@@ -144,8 +144,13 @@ fn request(params: Params) -> Result<Value, RpcError> {
         (id, _) => id.clone(),
     };
     let mut request = http::Request::new(params.method, params.url);
-    for (name, value) in headers {
-        request = request.header(name, value);
+    for (name, value, credential) in headers {
+        // What an executor variable supplied stays with the origin it was sent to.
+        request = if credential {
+            request.credential(name, value)
+        } else {
+            request.header(name, value)
+        };
     }
     if let Some(body) = body {
         request = request.body(body);

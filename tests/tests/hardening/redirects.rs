@@ -1,6 +1,7 @@
-//! Credentials never follow a redirect to another origin: `Authorization`, `Cookie` and
-//! `Proxy-Authorization` are dropped whenever the scheme, host or port changes, as browsers and
-//! curl do, and kept on a redirect within the origin (docs/protocol.md §10.1).
+//! Credentials never follow a redirect to another origin: `Authorization`, `Cookie`,
+//! `Proxy-Authorization` and every header an executor variable supplies (`valueEnvVar`) are
+//! dropped whenever the scheme, host or port changes, as browsers and curl do for the first
+//! three, and kept on a redirect within the origin (docs/protocol.md §10.1).
 
 use std::sync::{Arc, Mutex};
 
@@ -237,5 +238,64 @@ async fn credentials_are_dropped_when_https_redirects_to_http() {
         carried(&last_head(&heads)),
         (vec![], true),
         "a downgrade to http gets no credentials"
+    );
+}
+
+/// A header whose value an executor variable supplies (`valueEnvVar`) is a credential wherever
+/// it goes (`X-Api-Key`, a bearer token): it stays with the origin it was written for, like
+/// `Authorization`. It used to follow every redirect.
+#[tokio::test]
+async fn value_env_var_headers_are_dropped_when_the_origin_changes() {
+    let (port, heads) = recorder().await;
+    let hop = redirector().await;
+    let mut command = wexec_tests::command(&[
+        "--allow-host",
+        "127.0.0.1:*",
+        "--allow-header-env",
+        "WEXEC_TEST_API_KEY",
+    ]);
+    command.env("WEXEC_TEST_API_KEY", "secret-api-key");
+    let (_server, mut client) = wexec_tests::spawn_stdio_with(command);
+    client.handshake().await;
+    let fetch = |url: String| {
+        json!({"method": "GET", "url": url, "timeoutMs": 10_000, "headers": [
+            {"name": "X-Api-Key", "value": "", "valueEnvVar": "WEXEC_TEST_API_KEY"},
+            {"name": "Authorization", "value": "Bearer ", "valueEnvVar": "WEXEC_TEST_API_KEY"},
+            {"name": "X-Ordinary", "value": "kept"},
+        ]})
+    };
+    let carried = |head: &str| {
+        let lower = head.to_ascii_lowercase();
+        (
+            lower.contains("x-api-key: secret-api-key"),
+            lower.contains("authorization: bearer secret-api-key"),
+            lower.contains("x-ordinary: kept"),
+        )
+    };
+    let within = client
+        .call(
+            "http/request",
+            fetch(format!("http://127.0.0.1:{port}/start")),
+        )
+        .await;
+    assert_eq!(within["status"], 200);
+    assert_eq!(
+        carried(&last_head(&heads)),
+        (true, true, true),
+        "same origin"
+    );
+    let across = client
+        .call(
+            "http/request",
+            fetch(format!(
+                "http://127.0.0.1:{hop}/?to=http://127.0.0.1:{port}/final"
+            )),
+        )
+        .await;
+    assert_eq!(across["status"], 200);
+    assert_eq!(
+        carried(&last_head(&heads)),
+        (false, false, true),
+        "another origin gets neither"
     );
 }
