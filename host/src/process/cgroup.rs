@@ -38,7 +38,9 @@ fn sweep_dead(hierarchy: &std::path::Path) {
             continue;
         };
         if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
-            remove_groups(&entry.path());
+            // Only removed once empty: a wexec in another PID namespace looks dead from here,
+            // and its sessions' tasks must not be killed.
+            remove_groups(&entry.path(), false);
         }
     }
 }
@@ -46,20 +48,68 @@ fn sweep_dead(hierarchy: &std::path::Path) {
 /// Removes wexec's groups (empty by then: every process is gone) at exit.
 pub fn release() {
     if let Some(base) = BASE.get() {
-        remove_groups(base);
+        remove_groups(base, true);
     }
 }
 
-/// Removes `base`'s empty session groups, then `base`.
-fn remove_groups(base: &std::path::Path) {
+/// Removes `base`'s session groups, then `base`; with `kill`, what is left in them is killed
+/// first (they are this wexec's own).
+fn remove_groups(base: &std::path::Path, kill: bool) {
     if let Ok(entries) = std::fs::read_dir(base) {
         for entry in entries.flatten() {
             if entry.file_name().to_string_lossy().starts_with("session-") {
+                if kill {
+                    kill_members(&entry.path());
+                }
                 let _ = std::fs::remove_dir(entry.path());
             }
         }
     }
     let _ = std::fs::remove_dir(base);
+}
+
+/// Rounds of [`kill_members`] at most: each kills every task listed, and a task forked meanwhile
+/// (the group's `pids.max` bounds them) is listed in the next.
+const KILL_ROUNDS: usize = 200;
+
+/// SIGKILLs every task left in the group `dir` until none is. Descendants of an unconfined
+/// process that killed its own helper left the helper's tree (docs/sandbox.md, "What is not
+/// protected") but not their session's group, which only root can leave: they end with the
+/// session all the same. Each task is signalled through a pidfd opened while it is listed in
+/// the group, so a pid reused meanwhile is never signalled.
+fn kill_members(dir: &std::path::Path) {
+    let procs = dir.join("cgroup.procs");
+    let listed = || -> Vec<i32> {
+        std::fs::read_to_string(&procs)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    };
+    for _ in 0..KILL_ROUNDS {
+        let pids = listed();
+        if pids.is_empty() {
+            return;
+        }
+        let opened: Vec<_> = pids
+            .iter()
+            .filter_map(|&pid| rustix::process::Pid::from_raw(pid))
+            .filter_map(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())
+                    .ok()
+                    .map(|fd| (pid, fd))
+            })
+            .collect();
+        // Still listed after the pidfd was opened: the pidfd is that task's (a task that died
+        // before leaves the list; its pidfd then signals nothing).
+        let still = listed();
+        for (pid, fd) in opened {
+            if still.contains(&pid.as_raw_nonzero().get()) {
+                let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 /// The directory of wexec's pids cgroup: the v1 `pids` hierarchy's mount joined with the path
@@ -120,7 +170,21 @@ impl SessionCgroup {
 
 impl Drop for SessionCgroup {
     fn drop(&mut self) {
-        // Empty once every process of the session is gone (the session waits for that).
-        let _ = std::fs::remove_dir(&self.dir);
+        // Empty once every process of the session is gone (the session waits for that), unless
+        // an unconfined process's descendants left their helper: killed, off the caller's
+        // thread (they take a moment to go).
+        if std::fs::remove_dir(&self.dir).is_ok() {
+            return;
+        }
+        let dir = self.dir.clone();
+        let spawned = std::thread::Builder::new()
+            .name("wexec-cgroup".into())
+            .spawn(move || {
+                kill_members(&dir);
+                let _ = std::fs::remove_dir(&dir);
+            });
+        if let Err(err) = spawned {
+            tracing::warn!("cannot clean up {}: {err}", self.dir.display());
+        }
     }
 }

@@ -80,3 +80,57 @@ async fn stdin_eof_sigterm_and_sigkill_of_wexec_leave_nothing() {
         assert!(none_left(marker, Duration::from_secs(5)).await, "{case}");
     }
 }
+
+/// An unconfined process runs with wexec's rights and can kill its own helper (its parent),
+/// whose tree its descendants then leave (docs/sandbox.md, "What is not protected"). With a
+/// session's pids cgroup (`--session-processes`) they stay in the session's group, which only
+/// root can leave, and wexec kills what is left there when the session ends.
+#[tokio::test]
+async fn descendants_that_left_their_helper_end_with_their_sessions_cgroup() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let marker = "300.1806";
+    let (mut server, mut client) = spawn_stdio(&[
+        "--fs-root",
+        &root,
+        "--sandbox",
+        "danger-full-access",
+        "--session-processes",
+        "64",
+    ]);
+    client.handshake().await;
+    let script = format!(
+        "setsid sh -c 'sleep {marker} & exec sleep {marker}' & sleep 0.3; kill -9 $PPID; exec sleep {marker}"
+    );
+    let params = json!({
+        "processId": "escape",
+        "argv": ["sh", "-c", script],
+        "cwd": root,
+        "env": {"PATH": "/usr/bin:/bin"},
+        "tty": false,
+    });
+    let started = client.request("process/start", params).await;
+    if started["error"]["message"]
+        .as_str()
+        .is_some_and(|message| message.contains("pids cgroup"))
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI has a writable cgroup v1 pids hierarchy: {started}"
+        );
+        eprintln!("skipped: no writable cgroup v1 pids hierarchy here: {started}");
+        return;
+    }
+    assert_eq!(started["result"]["sandboxType"], "none", "{started}");
+    // The program ended with its helper; the setsid pair has left the helper's tree.
+    loop {
+        let notification = client.next_notification().await;
+        if notification["method"] == "process/exited" {
+            break;
+        }
+    }
+    assert_eq!(wait_for_pids(marker, 2).await.len(), 2);
+    client.close().await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+    assert!(none_left(marker, Duration::from_secs(5)).await);
+}
