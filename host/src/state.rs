@@ -212,38 +212,33 @@ fn random_key() -> std::io::Result<[u8; KEY_BYTES]> {
     Ok(key)
 }
 
-/// The effective user's home, from the user database (`getpwuid_r`); `$HOME` only when the
-/// database has no entry for the user (a container started with an arbitrary uid).
+/// The effective user's home, from the user database's file (`/etc/passwd`); `$HOME` only when
+/// it has no entry for the user (a container started with an arbitrary uid, users kept in a
+/// directory service). Read as a file rather than through the C library's name service, which
+/// would load its modules into wexec before the process supervisor is forked from it.
 fn home() -> Option<PathBuf> {
-    use std::ffi::CStr;
-    use std::os::unix::ffi::OsStrExt;
     let uid = rustix::process::geteuid().as_raw();
-    let mut buffer = vec![0 as libc::c_char; 16 * 1024];
-    let mut entry = std::mem::MaybeUninit::<libc::passwd>::uninit();
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    #[expect(unsafe_code, reason = "getpwuid_r has no safe wrapper")]
-    // SAFETY: every pointer is valid for the call: `entry` and `found` are writable, `buffer`
-    // is writable for its stated length; the strings read below point into `buffer`, which
-    // outlives them.
-    let home = unsafe {
-        let status = libc::getpwuid_r(
-            uid,
-            entry.as_mut_ptr(),
-            buffer.as_mut_ptr(),
-            buffer.len(),
-            &raw mut found,
-        );
-        if status != 0 || found.is_null() || (*found).pw_dir.is_null() {
-            None
-        } else {
-            let dir = CStr::from_ptr((*found).pw_dir);
-            Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
-        }
-    };
-    home.filter(|dir| dir.is_absolute()).or_else(|| {
+    let from_database = std::fs::read("/etc/passwd")
+        .ok()
+        .and_then(|text| home_in(&text, uid));
+    from_database.or_else(|| {
         std::env::var_os("HOME")
             .map(PathBuf::from)
             .filter(|dir| dir.is_absolute())
+    })
+}
+
+/// The home of `uid` in the text of a `passwd` file (`name:password:uid:gid:gecos:home:shell`).
+fn home_in(passwd: &[u8], uid: u32) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    passwd.split(|&byte| byte == b'\n').find_map(|line| {
+        let fields: Vec<&[u8]> = line.split(|&byte| byte == b':').collect();
+        let [_, _, entry_uid, _, _, home, ..] = fields[..] else {
+            return None;
+        };
+        let matches = std::str::from_utf8(entry_uid).ok()?.parse::<u32>().ok()? == uid;
+        let home = PathBuf::from(std::ffi::OsStr::from_bytes(home));
+        (matches && home.is_absolute()).then_some(home)
     })
 }
 
@@ -281,6 +276,15 @@ mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(State::open(&dir).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_home_is_the_users_entry_in_the_database() {
+        let passwd = b"root:x:0:0:root:/root:/bin/bash\nalice:x:1000:1000:Alice,,,:/home/alice:/bin/sh\nbroken\nnohome:x:7:7::relative:/bin/sh\n";
+        assert_eq!(home_in(passwd, 0), Some(PathBuf::from("/root")));
+        assert_eq!(home_in(passwd, 1000), Some(PathBuf::from("/home/alice")));
+        assert_eq!(home_in(passwd, 7), None);
+        assert_eq!(home_in(passwd, 42), None);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! interleaved in rounds so every configuration sees the same machine noise; and, in the same
 //! rounds, the floor: the benchmark spawning `true` itself.
 //!
-//! Run: `CODEX_BIN=.../codex cargo bench -p wexec-tests --bench sandbox_start`
+//! Run: `CODEX_BIN=.../codex cargo bench -p wexec-tests --bench sandbox_start`; with
+//! `WEXEC_BASELINE_BIN` naming another wexec build (the one before a change), it is measured in
+//! the same rounds too.
 
 #![expect(clippy::expect_used, clippy::print_stdout, reason = "benchmark binary")]
 
@@ -79,11 +81,20 @@ struct Case {
     _server: Server,
 }
 
-async fn wexec(dir: &TempDir, name: &'static str, args: &[&str], sandbox: Value) -> Case {
+async fn wexec(
+    dir: &TempDir,
+    name: &'static str,
+    binary: Option<&str>,
+    args: &[&str],
+    sandbox: Value,
+) -> Case {
     let root = dir.path().display().to_string();
     let mut all = vec!["--fs-root", root.as_str()];
     all.extend_from_slice(args);
-    let mut command = wexec_tests::command(&all);
+    let mut command = match binary {
+        Some(binary) => wexec_tests::command_of(std::path::Path::new(binary), &all),
+        None => wexec_tests::command(&all),
+    };
     command.env("RUST_LOG", "warn");
     let (server, mut client) = wexec_tests::spawn_stdio_with(command);
     client.handshake().await;
@@ -128,15 +139,45 @@ async fn main() {
     let dir = TempDir::new();
     let sandbox = workspace_write(dir.path());
     let mut cases = vec![
-        wexec(&dir, "wexec, workspace-write sandbox", &[], sandbox.clone()).await,
+        wexec(
+            &dir,
+            "wexec, workspace-write sandbox",
+            None,
+            &[],
+            sandbox.clone(),
+        )
+        .await,
         wexec(
             &dir,
             "wexec, unsandboxed (danger-full-access, no sandbox)",
+            None,
             &["--sandbox", "danger-full-access"],
             Value::Null,
         )
         .await,
     ];
+    if let Ok(baseline) = std::env::var("WEXEC_BASELINE_BIN") {
+        cases.push(
+            wexec(
+                &dir,
+                "baseline wexec, workspace-write sandbox",
+                Some(&baseline),
+                &[],
+                sandbox.clone(),
+            )
+            .await,
+        );
+        cases.push(
+            wexec(
+                &dir,
+                "baseline wexec, unsandboxed (danger-full-access, no sandbox)",
+                Some(&baseline),
+                &["--sandbox", "danger-full-access"],
+                Value::Null,
+            )
+            .await,
+        );
+    }
     match std::env::var("CODEX_BIN") {
         Ok(binary) => {
             cases.push(

@@ -126,13 +126,22 @@ pub async fn run(
         }
     }
     if process.holds_placeholders() {
-        // A confined process: everything it forked dies with it, so its helper ends at once.
-        // Its placeholders go before the close is told, so that a client that looks at the
-        // directory then finds nothing of the sandbox; removing them is disk work, done off
-        // the runtime's threads.
+        // A confined process: everything it forked dies with it, which its helper reports at
+        // once. Its placeholders go before the close is told, so that a client that looks at
+        // the directory then finds nothing of the sandbox (not before: a process still in the
+        // namespace could create what they hold once they are gone); removing them is disk
+        // work, done off the runtime's threads.
         if !gone {
-            while reports.next().await.is_some() {}
-            gone = true;
+            loop {
+                match reports.next().await {
+                    Some(Report::Emptied) => break,
+                    Some(_) => {}
+                    None => {
+                        gone = true;
+                        break;
+                    }
+                }
+            }
         }
         let held = process.take_placeholders();
         let _ = tokio::task::spawn_blocking(move || drop(held)).await;

@@ -219,7 +219,7 @@ pub async fn launch(launch: &Launch, stdio: [OwnedFd; 3]) -> std::io::Result<Sup
                 source: std::io::Error::from_raw_os_error(errno),
             },
         )),
-        Some(Report::Exited { .. }) | None => Err(std::io::Error::other(
+        Some(Report::Exited { .. } | Report::Emptied) | None => Err(std::io::Error::other(
             "the process supervisor ended before the program started",
         )),
     }

@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
@@ -34,7 +34,7 @@ struct Entry {
     /// The open directory carrying this wexec's shared lock.
     _lock: OwnedFd,
     /// The directory it is in, as it was opened to make it: it is removed from there.
-    parent: OwnedFd,
+    parent: Arc<OwnedFd>,
     /// A wexec made it (it carries [`MARK`]), so it is removed once nobody holds it.
     created: bool,
 }
@@ -92,14 +92,42 @@ pub fn hold(paths: &[PathBuf]) -> std::io::Result<Held> {
     let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
     let table = held.get_or_insert_with(Table::default);
     let mut taken = Held::default();
+    let new: Vec<&PathBuf> = paths
+        .iter()
+        .filter(|path| !table.entries.contains_key(*path))
+        .collect();
+    // Logged before any is made, in one write: a wexec killed right after a creation still
+    // has it listed (one that was there already is left alone by the sweep: it has no mark).
+    if let Some(log) = table.log.as_mut() {
+        log.record(&new);
+    }
+    // Placeholders come in fours beside each other (`.git`, `.agents`...): each parent is
+    // opened once.
+    let mut parents: Vec<(&Path, Arc<OwnedFd>)> = Vec::new();
     for path in paths {
         if let Some(entry) = table.entries.get_mut(path) {
             entry.count += 1;
             taken.paths.push(path.clone());
             continue;
         }
+        let (Some(parent_path), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let parent = match parents.iter().find(|(known, _)| *known == parent_path) {
+            Some((_, parent)) => Arc::clone(parent),
+            None => {
+                // A link on the way: nothing is made (the sandbox refuses or drops a layer
+                // reached through one).
+                let Some(parent) = open_parent(parent_path) else {
+                    continue;
+                };
+                let parent = Arc::new(parent);
+                parents.push((parent_path, Arc::clone(&parent)));
+                parent
+            }
+        };
         // `None`: something else than a directory is there now, mounted over as it is.
-        if let Some(entry) = lock(path, table.log.as_mut())? {
+        if let Some(entry) = lock(path, parent, name)? {
             table.entries.insert(path.clone(), entry);
             taken.paths.push(path.clone());
         }
@@ -107,20 +135,18 @@ pub fn hold(paths: &[PathBuf]) -> std::io::Result<Held> {
     Ok(taken)
 }
 
-/// The directory holding `path`, opened without following any symbolic link on the way, and
-/// the name in it: a link put on the way since the path was canonicalized would make (or
-/// remove) the placeholder somewhere else. `None` when there is such a link (or no parent).
-fn open_parent(path: &Path) -> Option<(OwnedFd, &std::ffi::OsStr)> {
-    let (parent, name) = (path.parent()?, path.file_name()?);
-    let fd = rustix::fs::openat2(
+/// The directory `parent`, opened without following any symbolic link on the way: a link put
+/// on the way since the path was canonicalized would make (or remove) a placeholder somewhere
+/// else. `None` when there is such a link.
+fn open_parent(parent: &Path) -> Option<OwnedFd> {
+    rustix::fs::openat2(
         rustix::fs::CWD,
         parent,
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
         rustix::fs::ResolveFlags::NO_SYMLINKS | rustix::fs::ResolveFlags::NO_MAGICLINKS,
     )
-    .ok()?;
-    Some((fd, name))
+    .ok()
 }
 
 /// `name` in `parent`, opened as a directory, never through a link.
@@ -133,23 +159,17 @@ fn open_in(parent: &OwnedFd, name: &std::ffi::OsStr) -> rustix::io::Result<Owned
     )
 }
 
-/// Makes `path` exist as a directory carrying a shared lock; `None` if it is no directory, or
-/// a symbolic link lies on the way to it (the sandbox refuses or drops a layer reached through
-/// one). One this call creates is logged in `log` first.
-fn lock(path: &Path, mut log: Option<&mut Log>) -> std::io::Result<Option<Entry>> {
-    let Some((parent, name)) = open_parent(path) else {
-        return Ok(None);
-    };
+/// Makes `name` in `parent` (the placeholder at `path`) exist as a directory carrying a shared
+/// lock; `None` if it is no directory.
+fn lock(
+    path: &Path,
+    parent: Arc<OwnedFd>,
+    name: &std::ffi::OsStr,
+) -> std::io::Result<Option<Entry>> {
     let there =
         |parent: &OwnedFd| rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW);
     for _ in 0..8 {
-        if there(&parent).is_err()
-            && let Some(log) = log.as_deref_mut()
-        {
-            // Before it exists: a wexec killed right after the creation still has it listed.
-            log.record(path);
-        }
-        let created = match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o777)) {
+        let created = match rustix::fs::mkdirat(&*parent, name, Mode::from_raw_mode(0o777)) {
             Ok(()) => true,
             Err(rustix::io::Errno::EXIST) => false,
             Err(err) => return Err(err.into()),
@@ -277,7 +297,7 @@ fn remove_if_unused(parent: &OwnedFd, name: &std::ffi::OsStr) {
 /// directory carrying [`MARK`] (something another program made there since is left alone),
 /// reached without any symbolic link.
 fn remove_leftover(path: &Path) {
-    let Some((parent, name)) = open_parent(path) else {
+    let (Some(parent), Some(name)) = (path.parent().and_then(open_parent), path.file_name()) else {
         return;
     };
     let Ok(fd) = open_in(&parent, name) else {
@@ -341,12 +361,19 @@ impl Log {
         Ok(file)
     }
 
-    /// Adds `path` (best effort: a failed write only loses the clean-up after a SIGKILL).
-    fn record(&mut self, path: &Path) {
-        let mut line = path.as_os_str().as_bytes().to_vec();
-        line.push(0);
-        if self.file.write_all(&line).is_ok() {
-            self.records += 1;
+    /// Adds `paths`, in one write (best effort: a failed write only loses the clean-up after a
+    /// SIGKILL).
+    fn record(&mut self, paths: &[&PathBuf]) {
+        if paths.is_empty() {
+            return;
+        }
+        let mut text = Vec::new();
+        for path in paths {
+            text.extend_from_slice(path.as_os_str().as_bytes());
+            text.push(0);
+        }
+        if self.file.write_all(&text).is_ok() {
+            self.records += paths.len();
         }
     }
 
@@ -499,7 +526,7 @@ mod tests {
         .unwrap();
         let mut log = Log::create(dir).unwrap();
         for n in 0..1000 {
-            log.record(&base.join(format!("gone-{n}")));
+            log.record(&[&base.join(format!("gone-{n}"))]);
             log.compact(&HashMap::new());
         }
         let size = std::fs::metadata(logs.join(&log.name)).unwrap().len();

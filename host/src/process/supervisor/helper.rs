@@ -254,6 +254,10 @@ fn supervise(
                     return;
                 }
                 reported = true;
+                // The init reaped: its PID namespace, and every process in it, is gone.
+                if confined {
+                    let _ = report(&mut control, &Report::Emptied);
+                }
                 continue;
             }
             // The program and everything it forked are gone.

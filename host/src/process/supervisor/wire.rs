@@ -40,7 +40,8 @@ pub struct Rlimits {
     pub file_size: Option<u64>,
 }
 
-/// What the helper reports, in this order: `Spawned` or `Failed` once, then `Exited` once.
+/// What the helper reports, in this order: `Spawned` or `Failed` once, then `Exited` once,
+/// then, confined, `Emptied`.
 /// The helper's end of the socket closes when the process and everything it forked are gone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -64,6 +65,10 @@ pub enum Report {
         /// The exit code.
         code: i32,
     },
+    /// Confined, after `Exited`: its PID namespace's init was reaped, so everything the program
+    /// started is gone. The helper ends next, once its mount namespace is torn down, which
+    /// takes longer: what waits only for the processes need not wait for that.
+    Emptied,
 }
 
 /// SIGINT to the process group.

@@ -30,36 +30,8 @@ async fn blocking<T: Send + 'static>(
         .map_err(|err| RpcError::internal_error(format!("process/start setup failed: {err}")))
 }
 
-/// `process/start` (docs/protocol.md §8.1). Checks run in the specified order; nothing is spawned
-/// when one fails.
-pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult {
-    enabled(&ctx)?;
-    crate::limits::check_id("processId", &params.process_id)?;
-    let cwd =
-        path_uri::parse(&params.cwd).map_err(|err| RpcError::invalid_params(cwd_error(err)))?;
-    let host_env = std::env::vars_os()
-        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
-    let env = child_env(host_env, &params.env, params.env_policy.as_ref());
-    let tmpdir = env.get("TMPDIR").map(std::path::PathBuf::from);
-    // The startup probe may still be running (its verdict decides whether confinement is
-    // possible): wait for it, a few milliseconds at most after wexec started.
-    sandbox::kernel::settled().await;
-    // The policy looks at the disk (canonical paths, `.git` files, placeholders): on the
-    // blocking pool, never on a thread that serves connections.
-    let policy = {
-        let (server, request) = (Arc::clone(&ctx.server), params.sandbox.clone());
-        let (no_network, cwd) = (params.enforce_managed_network, cwd.clone());
-        blocking(move || {
-            sandbox::process_policy(
-                &server.processes.ceiling,
-                request.as_ref(),
-                no_network,
-                &sandbox::canonical(&cwd),
-                tmpdir.as_deref(),
-            )
-        })
-        .await??
-    };
+/// Checks 6 to 8 of `process/start` (docs/protocol.md §8.1): the params alone.
+fn check_params(params: &ProcessStartParams) -> Result<(), RpcError> {
     for (field, value) in [
         ("networkProxy", &params.network_proxy),
         ("shellSnapshot", &params.shell_snapshot),
@@ -78,21 +50,55 @@ pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult
             "timeoutMs must be greater than zero",
         ));
     }
-    let table = ctx.session.session().processes();
-    let process = table
-        .reserve(&params.process_id)
-        .map_err(|err| RpcError::invalid_request(err.to_string()))?;
-    let placeholders = policy.placeholders.clone();
-    let held = match blocking(move || sandbox::hold(&placeholders)).await {
-        Ok(Ok(held)) => held,
-        Ok(Err(err)) => {
-            table.remove(&process);
-            return Err(RpcError::internal_error(err.to_string()));
-        }
-        Err(err) => {
-            table.remove(&process);
-            return Err(err);
-        }
+    Ok(())
+}
+
+/// `process/start` (docs/protocol.md §8.1). Checks run in the specified order; nothing is spawned
+/// when one fails.
+pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult {
+    enabled(&ctx)?;
+    crate::limits::check_id("processId", &params.process_id)?;
+    let cwd =
+        path_uri::parse(&params.cwd).map_err(|err| RpcError::invalid_params(cwd_error(err)))?;
+    let host_env = std::env::vars_os()
+        .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)));
+    let env = child_env(host_env, &params.env, params.env_policy.as_ref());
+    let tmpdir = env.get("TMPDIR").map(std::path::PathBuf::from);
+    // The startup probe may still be running (its verdict decides whether confinement is
+    // possible): wait for it, a few milliseconds at most after wexec started.
+    sandbox::kernel::settled().await;
+    // Checks 6 to 8 look at nothing but the params; they are made now and reported after the
+    // sandbox's (check 5, in the specified order).
+    let params_checked = check_params(&params);
+    // The policy looks at the disk (canonical paths, `.git` files, placeholders), and holding
+    // the placeholders makes directories: on the blocking pool, never on a thread that serves
+    // connections, in one trip there (each trip costs a switch between threads).
+    let table = Arc::clone(ctx.session.session().processes());
+    let (policy, process, held) = {
+        let (server, request) = (Arc::clone(&ctx.server), params.sandbox.clone());
+        let (no_network, cwd) = (params.enforce_managed_network, cwd.clone());
+        let (table, id) = (Arc::clone(&table), params.process_id.clone());
+        blocking(move || {
+            let policy = sandbox::process_policy(
+                &server.processes.ceiling,
+                request.as_ref(),
+                no_network,
+                &sandbox::canonical(&cwd),
+                tmpdir.as_deref(),
+            )?;
+            params_checked?;
+            let process = table
+                .reserve(&id)
+                .map_err(|err| RpcError::invalid_request(err.to_string()))?;
+            match sandbox::hold(&policy.placeholders) {
+                Ok(held) => Ok((policy, process, held)),
+                Err(err) => {
+                    table.remove(&process);
+                    Err(RpcError::internal_error(err.to_string()))
+                }
+            }
+        })
+        .await??
     };
     let limits = ctx.server.processes.limits;
     let cgroup = match ctx.server.processes.session_tasks {
