@@ -89,7 +89,9 @@ async fn stdin_eof_sigterm_and_sigkill_of_wexec_leave_nothing() {
 async fn descendants_that_left_their_helper_end_with_their_sessions_cgroup() {
     let dir = TempDir::new();
     let root = dir.path().display().to_string();
-    let marker = "300.1806";
+    // Unique to this run: a failed run leaves its escapees behind.
+    let marker = format!("300.18{:07}", std::process::id());
+    let marker = marker.as_str();
     let (mut server, mut client) = spawn_stdio(&[
         "--fs-root",
         &root,
@@ -100,7 +102,7 @@ async fn descendants_that_left_their_helper_end_with_their_sessions_cgroup() {
     ]);
     client.handshake().await;
     let script = format!(
-        "setsid sh -c 'sleep {marker} & exec sleep {marker}' & sleep 0.3; kill -9 $PPID; exec sleep {marker}"
+        "setsid sh -c 'sleep {marker} & exec sleep {marker}' & sleep 0.3; kill -9 $PPID; exit 0"
     );
     let params = json!({
         "processId": "escape",
