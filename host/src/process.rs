@@ -350,17 +350,14 @@ impl Process {
         lock(&self.sandbox).held = None;
     }
 
-    /// Whether it holds placeholders in the host's tree.
-    fn holds_placeholders(&self) -> bool {
-        lock(&self.sandbox)
-            .held
-            .as_ref()
-            .is_some_and(|held| !held.is_empty())
-    }
-
-    /// Its placeholders, taken from it: they are removed when what is returned is dropped.
+    /// Its placeholders in the host's tree, if it holds any, taken from it: they are removed
+    /// when what is returned is dropped.
     fn take_placeholders(&self) -> Option<crate::sandbox::Held> {
-        lock(&self.sandbox).held.take()
+        let mut state = lock(&self.sandbox);
+        match &state.held {
+            Some(held) if !held.is_empty() => state.held.take(),
+            _ => None,
+        }
     }
 
     /// Records how the process is confined, before it starts.

@@ -14,8 +14,7 @@ pub use wexec_runtime::rules;
 use std::path::{Path, PathBuf};
 
 pub use ceiling::{Ceiling, Mode};
-pub use placeholders::{Held, hold, release_all};
-
+pub use placeholders::{Held, hold, release_all, sweep_dead_logs as sweep_placeholders};
 pub use request::{request_rules, too_many_entries};
 
 use self::confinement::{Confinement, Layer, LayerAccess};
@@ -48,11 +47,6 @@ pub fn log_placeholders(state: &crate::state::State) -> Option<std::os::fd::Owne
     let sweep = logs.try_clone().ok();
     placeholders::start_log(logs);
     sweep
-}
-
-/// Removes what dead wexecs' logs in `logs` list (disk work: off the serving threads).
-pub fn sweep_placeholders(logs: &std::os::fd::OwnedFd) {
-    placeholders::sweep_dead_logs(logs);
 }
 
 /// How one process runs.

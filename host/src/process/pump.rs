@@ -125,7 +125,7 @@ pub async fn run(
             }
         }
     }
-    if process.holds_placeholders() {
+    if let Some(held) = process.take_placeholders() {
         // A confined process: everything it forked dies with it, which its helper reports at
         // once. Its placeholders go before the close is told, so that a client that looks at
         // the directory then finds nothing of the sandbox (not before: a process still in the
@@ -143,7 +143,6 @@ pub async fn run(
                 }
             }
         }
-        let held = process.take_placeholders();
         let _ = tokio::task::spawn_blocking(move || drop(held)).await;
     }
     let seq = lock(&process.log).record_close();

@@ -243,26 +243,15 @@ impl Drop for Held {
     }
 }
 
-/// Removes every unused placeholder now (wexec is ending).
+/// Removes this wexec's log once it holds nothing (wexec is ending; a placeholder goes the
+/// moment its last holder lets go, so nothing is left to remove).
 pub fn release_all() {
     let mut held = HELD.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(table) = held.as_mut() {
-        let unused: Vec<PathBuf> = table
-            .entries
-            .iter()
-            .filter(|(_, entry)| entry.count == 0)
-            .map(|(path, _)| path.clone())
-            .collect();
-        for path in unused {
-            if let Some(entry) = table.entries.remove(&path) {
-                release(entry, &path);
-            }
-        }
-        if let Some(log) = table.log.take()
-            && table.entries.is_empty()
-        {
-            log.remove();
-        }
+    if let Some(table) = held.as_mut()
+        && table.entries.is_empty()
+        && let Some(log) = table.log.take()
+    {
+        log.remove();
     }
 }
 

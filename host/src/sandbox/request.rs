@@ -85,27 +85,22 @@ pub fn request_rules(
                     Vec::new()
                 }
             }
-            // Canonical already.
-            EntryPath::Special { value } if value.kind == SpecialKind::Minimal => {
-                let bases = super::minimal::paths();
-                match &value.subpath {
-                    Some(subpath) => bases.iter().map(|base| below(base, subpath)).collect(),
-                    None => bases,
-                }
-            }
             EntryPath::Special { value } => {
                 let bases: Vec<PathBuf> = match value.kind {
                     SpecialKind::Root => vec![PathBuf::from("/")],
-                    SpecialKind::Minimal => Vec::new(),
                     SpecialKind::CurrentWorkingDirectory => vec![base.clone()],
                     SpecialKind::ProjectRoots => project_roots.clone(),
                     SpecialKind::Tmpdir => tmpdir.map(Path::to_path_buf).into_iter().collect(),
                     SpecialKind::SlashTmp => vec![PathBuf::from("/tmp")],
                     SpecialKind::Unknown => Vec::new(),
+                    // Canonical (or links) already.
+                    SpecialKind::Minimal => super::minimal::paths(),
                 };
-                let bases = bases
-                    .iter()
-                    .map(|base| canonical_base(&mut bases_seen, base));
+                let canonical_already = value.kind == SpecialKind::Minimal;
+                let bases = bases.iter().map(|base| match canonical_already {
+                    true => base.clone(),
+                    false => canonical_base(&mut bases_seen, base),
+                });
                 match &value.subpath {
                     Some(subpath) => bases.map(|base| below(&base, subpath)).collect(),
                     None => bases.collect(),

@@ -10,6 +10,11 @@ use super::{codex_workspace_write, run};
 
 const PY_CONNECT: &str = "import socket,sys; s=socket.socket(); s.settimeout(5); s.connect(('127.0.0.1', int(sys.argv[1]))); print('connected')";
 
+/// Codex's read-only object, with the network.
+fn read_only_with_network(cwd: &std::path::Path) -> serde_json::Value {
+    super::managed(cwd, vec![super::special("root", None, "read")], "enabled")
+}
+
 fn accepted(listener: &std::net::TcpListener) -> bool {
     std::thread::sleep(Duration::from_millis(100));
     listener.accept().is_ok()
@@ -123,11 +128,7 @@ async fn a_confined_process_with_network_cannot_reach_wexecs_own_listener() {
             .expect("port");
         let mut client = server.connect().await;
         client.handshake().await;
-        let read_only_with_network = super::managed(
-            dir.path(),
-            vec![super::special("root", None, "read")],
-            "enabled",
-        );
+        let read_only_with_network = read_only_with_network(dir.path());
         let own_port = run(
             &mut client,
             "own",
@@ -211,17 +212,12 @@ async fn no_socket_of_any_family_or_protocol_reaches_wexecs_own_listener() {
         );
         let mut client = server.connect().await;
         client.handshake().await;
-        let read_only_with_network = super::managed(
-            dir.path(),
-            vec![super::special("root", None, "read")],
-            "enabled",
-        );
         let inside = run(
             &mut client,
             "reach",
             &format!("python3 {SOCKET_REACH} {port}"),
             dir.path(),
-            read_only_with_network,
+            read_only_with_network(dir.path()),
         )
         .await;
         assert_eq!(inside.exit, 0, "{ceiling:?}: {inside:?}");
@@ -286,11 +282,7 @@ attempt("other", lambda: socket.socket(), lambda s: s.bind(("127.0.0.2", 0)))
     let port = wexec_tests::port_of(&server.url.clone().expect("url"));
     let mut client = server.connect().await;
     client.handshake().await;
-    let sandbox = super::managed(
-        dir.path(),
-        vec![super::special("root", None, "read")],
-        "enabled",
-    );
+    let sandbox = read_only_with_network(dir.path());
     let probe = run(
         &mut client,
         "probe",

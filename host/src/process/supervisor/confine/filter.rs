@@ -174,7 +174,7 @@ fn compile(network: bool) -> Result<Vec<BpfProgram>, SetupError> {
         BpfProgram::try_from(filter).map_err(backend)
     };
     if network {
-        for (call, rule) in tcp_side_doors(&condition_int).map_err(backend)? {
+        for (call, rule) in tcp_side_doors().map_err(backend)? {
             // A call already denied outright (no rules) stays so.
             match denied.entry(call) {
                 std::collections::btree_map::Entry::Vacant(entry) => {
@@ -219,9 +219,8 @@ fn condition_int(
 /// Landlock rule there) and `setsockopt(TCP_ULP)`, which turns a TCP socket into another kind
 /// (SMC, which then connects through an internal TCP socket no hook sees; kernel TLS is
 /// refused with it, and TLS libraries then stay in user space).
-fn tcp_side_doors(
-    int: &dyn Fn(u8, SeccompCmpOp, u64) -> Result<SeccompCondition, seccompiler::BackendError>,
-) -> Result<Vec<(i64, SeccompRule)>, seccompiler::BackendError> {
+fn tcp_side_doors() -> Result<Vec<(i64, SeccompRule)>, seccompiler::BackendError> {
+    let int = condition_int;
     let fast_open = libc::MSG_FASTOPEN as u64;
     let with_fast_open = |flags_arg| {
         SeccompRule::new(vec![int(
