@@ -19,11 +19,29 @@ use crate::transport::websocket::credential::Credential;
 /// reach files and the network through sandboxed WebAssembly plugins that only act within what
 /// the operator granted.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "wexec", version, about, long_about)]
+#[command(
+    name = "wexec",
+    version,
+    about,
+    long_about,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Options {
-    /// Where to serve: `stdio://` (newline-delimited JSON on stdin/stdout) or `ws://IP:PORT` with a
-    /// literal IP (`ws://127.0.0.1:0` picks a free port; the bound URL is printed as the first
-    /// stdout line).
+    /// What to serve and under which grants and ceiling.
+    #[command(flatten)]
+    pub serve: ServeOptions,
+
+    /// A tool to run, or the MCP face to serve, instead of the Codex face.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The options of both faces: the listener, the grants, the process ceiling and the limits.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeOptions {
+    /// Where to serve: `stdio://` (newline-delimited JSON on stdin/stdout); for the Codex face
+    /// `ws://IP:PORT`, for `wexec mcp` `http://IP:PORT/PATH` (Streamable HTTP), each with a
+    /// literal IP (port 0 picks a free port; the bound URL is printed as the first stdout line).
     #[arg(long, value_name = "URL", default_value = "stdio://")]
     pub listen: String,
 
@@ -156,27 +174,47 @@ pub struct Options {
     /// Testing aid: behave as on a kernel without the sandbox's mechanisms.
     #[arg(long, hide = true)]
     pub simulate_missing_sandbox: bool,
-
-    /// A tool to run instead of serving.
-    #[command(subcommand)]
-    pub command: Option<Command>,
 }
 
-/// Tools run instead of serving.
+/// Tools run instead of serving, and the MCP face.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Command {
+    /// Serve the Model Context Protocol (docs/mcp.md) instead of the Codex exec-server
+    /// protocol: the same plugins, grants and process sandbox as tools and resources.
+    Mcp(Box<ServeOptions>),
     /// Tools for plugin authors: scaffold a plugin crate, inspect a built plugin.
     #[command(subcommand)]
     Plugin(crate::plugin_tool::PluginCommand),
 }
 
-/// Where wexec serves.
+/// Which protocol wexec speaks to its clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// The Codex exec-server protocol (docs/protocol.md).
+    Codex,
+    /// The Model Context Protocol (docs/mcp.md).
+    Mcp,
+}
+
+/// Where wexec serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
     /// One connection on stdin/stdout.
     Stdio,
-    /// A WebSocket server on this address.
+    /// A WebSocket server on this address (the Codex face).
     WebSocket(SocketAddr),
+    /// A Streamable HTTP endpoint: this address, this path (the MCP face).
+    Http(SocketAddr, String),
+}
+
+impl Listen {
+    /// The address a network listener binds, if any.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            Self::Stdio => None,
+            Self::WebSocket(addr) | Self::Http(addr, _) => Some(*addr),
+        }
+    }
 }
 
 /// `--ws-auth` modes.
@@ -194,7 +232,9 @@ pub enum WsAuth {
 pub struct Settings {
     /// Where to serve.
     pub listen: Listen,
-    /// What WebSocket upgrades must present, if anything.
+    /// Which protocol it speaks.
+    pub face: Face,
+    /// What WebSocket upgrades and HTTP requests must present, if anything.
     pub credential: Option<Credential>,
     /// Detached-session lifetime.
     pub detach_ttl: Duration,
@@ -227,7 +267,7 @@ pub struct Settings {
 /// What a reload re-reads: the config file and every plugin file, as at startup.
 #[derive(Debug, Clone)]
 pub struct ReloadSource {
-    options: Options,
+    options: ServeOptions,
     fs_roots: Vec<PathBuf>,
     allow_hosts: Vec<HostPattern>,
 }
@@ -249,11 +289,18 @@ impl ReloadSource {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartupError {
     /// `ws://` with something other than a literal IP and port.
-    #[error("invalid websocket --listen URL `{0}`; expected `ws://IP:PORT`")]
+    #[error(
+        "invalid --listen URL `{0}`; expected `ws://IP:PORT` (or, for wexec mcp, `http://IP:PORT/PATH`)"
+    )]
     InvalidWebSocketUrl(String),
     /// Neither stdio nor ws.
     #[error("unsupported --listen URL `{0}`; expected `ws://IP:PORT` or `stdio`")]
     UnsupportedListenUrl(String),
+    /// `wexec mcp` with something other than stdio or `http://IP:PORT/PATH`.
+    #[error(
+        "unsupported --listen URL `{0}` for wexec mcp; expected `http://IP:PORT/PATH` or `stdio`"
+    )]
+    UnsupportedMcpListenUrl(String),
     /// A non-loopback address without a token.
     #[error("refusing to listen on {0} without a token; set --token or WEXEC_TOKEN")]
     TokenRequired(String),
@@ -295,7 +342,7 @@ pub enum StartupError {
     },
 }
 
-impl Options {
+impl ServeOptions {
     /// The WebSocket credential: `--token`, or `--ws-auth capability-token` with a token file
     /// or digest (docs/protocol.md §3.1).
     fn credential(&self, listen: &Listen) -> Result<Option<Credential>, StartupError> {
@@ -351,15 +398,15 @@ impl Options {
         }
     }
 
-    /// Validates the command line.
-    pub fn settings(&self) -> Result<Settings, StartupError> {
-        let listen = parse_listen(&self.listen)?;
+    /// Validates the command line of `face`.
+    pub fn settings(&self, face: Face) -> Result<Settings, StartupError> {
+        let listen = parse_listen(&self.listen, face)?;
         let credential = self.credential(&listen)?;
-        if let Listen::WebSocket(addr) = listen
+        if let Some(addr) = listen.addr()
             && credential.is_none()
             && !addr.ip().is_loopback()
         {
-            return Err(StartupError::TokenRequired(format!("ws://{addr}")));
+            return Err(StartupError::TokenRequired(self.listen.clone()));
         }
         let allow_hosts = self
             .allow_hosts
@@ -438,6 +485,7 @@ impl Options {
             stdio_spin: !self.no_stdio_spin,
             state,
             listen,
+            face,
             credential,
             detach_ttl: Duration::from_secs(self.detach_ttl),
             fs_roots,
@@ -605,15 +653,24 @@ impl Options {
     }
 }
 
-/// Parses `--listen`: `stdio://`, `stdio`, or `ws://IP:PORT` with a literal IP (IPv6 bracketed).
-pub fn parse_listen(url: &str) -> Result<Listen, StartupError> {
+/// Parses `--listen` for `face`: `stdio://` or `stdio`; for the Codex face `ws://IP:PORT`, for
+/// the MCP face `http://IP:PORT/PATH` (default path `/mcp`); each with a literal IP (IPv6
+/// bracketed).
+pub fn parse_listen(url: &str, face: Face) -> Result<Listen, StartupError> {
     if url == "stdio" || url == "stdio://" {
         return Ok(Listen::Stdio);
     }
-    let Some(authority) = url.strip_prefix("ws://") else {
-        return Err(StartupError::UnsupportedListenUrl(url.to_owned()));
+    let (scheme, unsupported): (_, fn(String) -> StartupError) = match face {
+        Face::Codex => ("ws://", StartupError::UnsupportedListenUrl),
+        Face::Mcp => ("http://", StartupError::UnsupportedMcpListenUrl),
     };
-    let authority = authority.strip_suffix('/').unwrap_or(authority);
+    let Some(rest) = url.strip_prefix(scheme) else {
+        return Err(unsupported(url.to_owned()));
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(slash) => rest.split_at(slash),
+        None => (rest, ""),
+    };
     let invalid = || StartupError::InvalidWebSocketUrl(url.to_owned());
     let addr: SocketAddr = authority.parse().map_err(|_| invalid())?;
     // `SocketAddr` also parses forms like `[::1%eth0]:80`; insist on a plain literal IP.
@@ -622,7 +679,21 @@ pub fn parse_listen(url: &str) -> Result<Listen, StartupError> {
     if host.parse::<IpAddr>().ok() != Some(addr.ip()) {
         return Err(invalid());
     }
-    Ok(Listen::WebSocket(addr))
+    match face {
+        Face::Codex if path.is_empty() || path == "/" => Ok(Listen::WebSocket(addr)),
+        Face::Codex => Err(invalid()),
+        Face::Mcp => {
+            let path = if path.is_empty() || path == "/" {
+                "/mcp"
+            } else {
+                path
+            };
+            if path.contains(['?', '#']) {
+                return Err(unsupported(url.to_owned()));
+            }
+            Ok(Listen::Http(addr, path.to_owned()))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -649,7 +720,7 @@ mod tests {
             ),
         ];
         for (url, listen) in ok {
-            assert_eq!(parse_listen(url), Ok(listen), "{url}");
+            assert_eq!(parse_listen(url, Face::Codex), Ok(listen), "{url}");
         }
         for url in [
             "ws://localhost:80",
@@ -659,28 +730,67 @@ mod tests {
             "ws://",
         ] {
             assert_eq!(
-                parse_listen(url),
+                parse_listen(url, Face::Codex),
                 Err(StartupError::InvalidWebSocketUrl(url.to_owned())),
                 "{url}"
             );
         }
         for url in ["http://127.0.0.1:80", "wss://127.0.0.1:1", "", "stdio:/"] {
             assert_eq!(
-                parse_listen(url),
+                parse_listen(url, Face::Codex),
                 Err(StartupError::UnsupportedListenUrl(url.to_owned())),
                 "{url}"
             );
         }
     }
 
-    fn options(args: &[&str]) -> Options {
-        Options::try_parse_from(std::iter::once("wexec").chain(args.iter().copied())).unwrap()
+    #[test]
+    fn mcp_listen_urls() {
+        let http = |addr: &str, path: &str| Listen::Http(addr.parse().unwrap(), path.to_owned());
+        for (url, listen) in [
+            ("stdio://", Listen::Stdio),
+            ("http://127.0.0.1:0", http("127.0.0.1:0", "/mcp")),
+            ("http://127.0.0.1:0/", http("127.0.0.1:0", "/mcp")),
+            (
+                "http://[::1]:8080/tools/mcp",
+                http("[::1]:8080", "/tools/mcp"),
+            ),
+        ] {
+            assert_eq!(parse_listen(url, Face::Mcp), Ok(listen), "{url}");
+        }
+        for url in [
+            "ws://127.0.0.1:0",
+            "https://127.0.0.1:1/mcp",
+            "http://127.0.0.1:0/a?b",
+        ] {
+            assert_eq!(
+                parse_listen(url, Face::Mcp),
+                Err(StartupError::UnsupportedMcpListenUrl(url.to_owned())),
+                "{url}"
+            );
+        }
+        assert!(parse_listen("http://localhost:80/mcp", Face::Mcp).is_err());
+        assert!(parse_listen("ws://127.0.0.1:80/path", Face::Codex).is_err());
+        let mcp = Options::try_parse_from(["wexec", "mcp", "--fs-root", "/tmp", "--no-processes"]);
+        match mcp.unwrap().command {
+            Some(Command::Mcp(serve)) => assert!(serve.no_processes),
+            other => panic!("{other:?}"),
+        }
+        assert!(Options::try_parse_from(["wexec", "--no-processes", "mcp"]).is_err());
+    }
+
+    fn options(args: &[&str]) -> ServeOptions {
+        Options::try_parse_from(std::iter::once("wexec").chain(args.iter().copied()))
+            .unwrap()
+            .serve
     }
 
     #[test]
     fn non_loopback_needs_a_token() {
         for url in ["ws://0.0.0.0:80", "ws://192.0.2.1:80", "ws://[::]:80"] {
-            let err = options(&["--listen", url]).settings().unwrap_err();
+            let err = options(&["--listen", url])
+                .settings(Face::Codex)
+                .unwrap_err();
             assert_eq!(err, StartupError::TokenRequired(url.to_owned()));
             assert_eq!(
                 err.to_string(),
@@ -688,32 +798,37 @@ mod tests {
             );
             assert!(
                 options(&["--listen", url, "--token", "t"])
-                    .settings()
+                    .settings(Face::Codex)
                     .is_ok()
             );
         }
         for url in ["ws://127.0.0.1:0", "ws://127.8.9.10:0", "ws://[::1]:0"] {
-            assert!(options(&["--listen", url]).settings().is_ok(), "{url}");
+            assert!(
+                options(&["--listen", url]).settings(Face::Codex).is_ok(),
+                "{url}"
+            );
         }
         assert_eq!(
-            options(&["--token", ""]).settings().unwrap_err(),
+            options(&["--token", ""]).settings(Face::Codex).unwrap_err(),
             StartupError::EmptyToken
         );
     }
 
     #[test]
     fn fs_roots_must_exist_and_are_canonicalized() {
-        let settings = options(&["--fs-root", "/tmp/../tmp"]).settings().unwrap();
+        let settings = options(&["--fs-root", "/tmp/../tmp"])
+            .settings(Face::Codex)
+            .unwrap();
         assert_eq!(
             settings.fs_roots,
             vec![std::fs::canonicalize("/tmp").unwrap()]
         );
         assert!(matches!(
-            options(&["--fs-root", "/nonexistent/wexec"]).settings(),
+            options(&["--fs-root", "/nonexistent/wexec"]).settings(Face::Codex),
             Err(StartupError::BadFsRoot { .. })
         ));
         assert!(matches!(
-            options(&["--fs-root", "/etc/passwd"]).settings(),
+            options(&["--fs-root", "/etc/passwd"]).settings(Face::Codex),
             Err(StartupError::BadFsRoot { .. })
         ));
     }

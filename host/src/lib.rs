@@ -12,7 +12,7 @@
 //!
 //! fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     let options = wexec::Options::parse_from(["wexec", "--listen", "ws://127.0.0.1:0"]);
-//!     let settings = options.settings()?;
+//!     let settings = options.serve.settings(wexec::Face::Codex)?;
 //!     // While single-threaded: hide the token, start the process supervisor.
 //!     wexec::prepare()?;
 //!     let runtime = tokio::runtime::Runtime::new()?;
@@ -25,6 +25,7 @@ mod builtin;
 mod cli;
 mod config;
 mod limits;
+mod mcp;
 pub mod plugin_tool;
 mod process;
 mod rpc;
@@ -40,7 +41,7 @@ use std::sync::Arc;
 use wexec_protocol::{self as protocol, path_uri};
 use wexec_runtime::{self as runtime, facts as environment, grants};
 
-pub use cli::{Command, Listen, Options, Settings, StartupError};
+pub use cli::{Command, Face, Listen, Options, ServeOptions, Settings, StartupError};
 pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};
 pub use rpc::parse::{MAX_JSON_VALUES, Malformed, parse_message};
 pub use rpc::{MAX_MESSAGE_BYTES, RequestId, RpcError};
@@ -79,7 +80,11 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         })?
     };
     let cgroups = settings.session_tasks.is_some() && settings.ceiling.processes;
-    let (listen, credential) = (settings.listen, settings.credential.clone());
+    let (listen, credential, face) = (
+        settings.listen.clone(),
+        settings.credential.clone(),
+        settings.face,
+    );
     let stdio_spin = settings.stdio_spin;
     let serving = async move {
         let server = server::ServerState::new(settings).await?;
@@ -99,15 +104,26 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         // background) stops wexec if it fails, as it would have before serving.
         let failed = Arc::clone(&server);
         let serve = async move {
-            match listen {
-                Listen::Stdio => {
+            match (listen, face) {
+                (Listen::Stdio, Face::Codex) => {
                     process::supervisor::guard_listeners(&[]);
                     server::serve_stdio(server, stdio_spin, shutdown)
                         .await
                         .map_err(RunError::Stdio)
                 }
-                Listen::WebSocket(addr) => {
+                (Listen::Stdio, Face::Mcp) => {
+                    process::supervisor::guard_listeners(&[]);
+                    mcp::serve_stdio(server, shutdown)
+                        .await
+                        .map_err(RunError::Stdio)
+                }
+                (Listen::WebSocket(addr), _) => {
                     server::serve_websocket(server, addr, credential, shutdown)
+                        .await
+                        .map_err(RunError::from)
+                }
+                (Listen::Http(addr, path), _) => {
+                    mcp::serve_http(server, addr, path, credential, shutdown)
                         .await
                         .map_err(RunError::from)
                 }

@@ -16,22 +16,15 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error")),
         )
         .init();
-    if let Some(wexec::Command::Plugin(command)) = options.command {
-        return match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(runtime) => runtime.block_on(wexec::plugin_tool::run(command)),
-            Err(err) => {
-                eprintln!("wexec: cannot start the async runtime: {err}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    let settings = match options.settings() {
+    let (serve, face) = match options.command {
+        Some(wexec::Command::Plugin(command)) => return plugin_tool(command),
+        Some(wexec::Command::Mcp(serve)) => (*serve, wexec::Face::Mcp),
+        None => (options.serve, wexec::Face::Codex),
+    };
+    let settings = match serve.settings(face) {
         Ok(settings) => settings,
         Err(err) => {
             eprintln!("wexec: {err}");
@@ -61,6 +54,20 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("wexec: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `wexec plugin ...`.
+fn plugin_tool(command: wexec::plugin_tool::PluginCommand) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(wexec::plugin_tool::run(command)),
+        Err(err) => {
+            eprintln!("wexec: cannot start the async runtime: {err}");
             ExitCode::FAILURE
         }
     }

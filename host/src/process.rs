@@ -43,19 +43,60 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Where a session's notifications go: its connection's outbound queue while attached,
-/// nowhere while detached.
+/// A process event as data: what the pump reports, before any face encodes it. Its seq is
+/// the Codex face's ordering key, left out: a port receives events in order.
+#[derive(Debug, Clone)]
+pub enum ProcessEvent {
+    /// A chunk of output (`process/output`).
+    Output {
+        /// The process.
+        process_id: String,
+        /// Which stream.
+        stream: crate::protocol::OutputStream,
+        /// The bytes.
+        chunk: bytes::Bytes,
+    },
+    /// The program exited (`process/exited`).
+    Exited {
+        /// The process.
+        process_id: String,
+        /// The exit code (128 + signal when killed).
+        exit_code: i32,
+        /// The sandbox refused something the program tried.
+        sandbox_denied: bool,
+        /// Why it failed, when wexec knows.
+        failure: Option<String>,
+    },
+    /// Every stream reached end of file after the exit (`process/closed`).
+    Closed {
+        /// The process.
+        process_id: String,
+    },
+}
+
+/// Where a session's process events go: a Codex connection's outbound queue, which gets them
+/// as JSON-RPC notifications, or a face that takes them as data ([`ProcessEvent`]).
+#[derive(Debug, Clone)]
+pub enum EventPort {
+    /// Encoded as `process/*` notifications onto a connection.
+    Wire(Outbound),
+    /// Sent as data; a full channel slows the child, as a slow connection does.
+    Events(tokio::sync::mpsc::Sender<ProcessEvent>),
+}
+
+/// Where a session's notifications go: its connection's port while attached, nowhere while
+/// detached.
 #[derive(Debug, Default)]
-pub struct EventSink(Mutex<Option<Outbound>>);
+pub struct EventSink(Mutex<Option<EventPort>>);
 
 impl EventSink {
-    /// Points the sink at a connection, or at nothing.
-    pub fn set(&self, outbound: Option<Outbound>) {
-        *lock(&self.0) = outbound;
+    /// Points the sink at a port, or at nothing.
+    pub fn set(&self, port: Option<EventPort>) {
+        *lock(&self.0) = port;
     }
 
-    /// The connection notifications go to now.
-    pub fn current(&self) -> Option<Outbound> {
+    /// The port notifications go to now.
+    pub fn current(&self) -> Option<EventPort> {
         lock(&self.0).clone()
     }
 }
@@ -432,11 +473,12 @@ impl Process {
         matches!(*lock(&self.phase), Phase::Exited)
     }
 
-    /// Writes `data` to stdin (docs/protocol.md §8.3).
+    /// Writes `data` to stdin (docs/protocol.md §8.3), then, with `close`, closes it.
     pub async fn write(
         &self,
         data: &[u8],
         write_id: Option<&str>,
+        close: bool,
     ) -> Result<WriteStatus, ProcessError> {
         match *lock(&self.phase) {
             Phase::Starting { .. } => return Ok(WriteStatus::Starting),
@@ -483,6 +525,16 @@ impl Process {
             Some(Ok(())) => {
                 if let Some(write_id) = write_id {
                     lock(&self.write_ids).insert(write_id);
+                }
+                if close {
+                    if let Some(Stdin::Pty(master)) = stdin.as_mut() {
+                        // A terminal's end of input is its EOF character at a line's start;
+                        // after a partial line, the first one only hands that line over.
+                        let at_line_start = data.is_empty() || data.ends_with(b"\n");
+                        let eof: &[u8] = if at_line_start { b"\x04" } else { b"\x04\x04" };
+                        master.write_all(eof).await.map_err(ProcessError::Stdin)?;
+                    }
+                    *stdin = None;
                 }
                 Ok(WriteStatus::Accepted)
             }

@@ -33,7 +33,7 @@ use crate::transport::{stdio, websocket};
 const STDOUT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Back-off after a failed `accept` (for example, out of file descriptors).
-const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+pub(crate) const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Process-wide state shared by every connection.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ pub struct ServerState {
     /// The bytes of inbound messages held, across connections.
     pub inbound: Arc<InboundBudget>,
     /// WebSocket connections served.
-    connections: Arc<Counter>,
+    pub(crate) connections: Arc<Counter>,
     /// The plugins and their runtime.
     pub runtime: Runtime,
     /// How processes run: the sandbox ceiling and the kernel limits.
@@ -261,7 +261,7 @@ pub async fn serve_websocket(
 }
 
 /// Prints the one line wexec writes to stdout outside the protocol.
-fn announce(line: &str) {
+pub(crate) fn announce(line: &str) {
     let mut stdout = std::io::stdout().lock();
     if let Err(err) = writeln!(stdout, "{line}").and_then(|()| stdout.flush()) {
         tracing::warn!("cannot print the listen address: {err}");

@@ -115,6 +115,7 @@ impl ProcessHandle {
             process_id: self.route.id.clone(),
             chunk: BASE64.encode(data),
             write_id,
+            close_stdin: false,
         };
         let response: ProcessWriteResponse = self.client.call(PROCESS_WRITE, &params).await?;
         Ok(response.status)

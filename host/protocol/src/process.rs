@@ -165,6 +165,10 @@ pub struct ProcessWriteParams {
     /// De-duplication key; absent = always written.
     #[serde(default)]
     pub write_id: Option<String>,
+    /// wexec's extension: close stdin once the chunk is written (end of input for the child;
+    /// on a pty, the terminal's end-of-file character). Absent = `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub close_stdin: bool,
 }
 
 /// Result of `process/write`.

@@ -11,7 +11,7 @@ use tokio::net::unix::pipe;
 use super::pty::PtyMaster;
 use super::supervisor::Reports;
 use super::supervisor::wire::Report;
-use super::{CLOSED_RETENTION, Process, ProcessTable, lock};
+use super::{CLOSED_RETENTION, EventPort, Process, ProcessEvent, ProcessTable, lock};
 use crate::protocol::{
     OutputStream, PROCESS_CLOSED, PROCESS_EXITED, PROCESS_OUTPUT, ProcessClosedNotification,
     ProcessExitedNotification,
@@ -147,15 +147,14 @@ pub async fn run(
     }
     let seq = lock(&process.log).record_close();
     process.events.send_modify(|events| *events += 1);
-    notify(
-        &table,
-        PROCESS_CLOSED,
-        &ProcessClosedNotification {
-            process_id: process.id.as_str().into(),
-            seq,
-        },
-    )
-    .await;
+    let closed = ProcessClosedNotification {
+        process_id: process.id.as_str().into(),
+        seq,
+    };
+    let event = || ProcessEvent::Closed {
+        process_id: process.id.clone(),
+    };
+    notify(&table, PROCESS_CLOSED, &closed, event).await;
     tracing::debug!(process = process.id, "closed");
     super::retention::closed(&process);
     let watcher = Arc::clone(&process);
@@ -213,10 +212,21 @@ async fn exit(process: &Process, table: &ProcessTable, report: Option<Report>) -
 async fn emit_chunk(process: &Process, table: &ProcessTable, stream: OutputStream, data: Bytes) {
     let seq = lock(&process.log).push_chunk(stream, data.clone());
     process.events.send_modify(|events| *events += 1);
-    if let Some(outbound) = table.sink.current() {
-        let text = output_notification(&process.id_json, seq, stream, &data);
-        // A closed connection means the session is detaching; nothing to do.
-        let _ = outbound.send(text).await;
+    // A closed port means the session is detaching; nothing to do.
+    match table.sink.current() {
+        Some(EventPort::Wire(outbound)) => {
+            let text = output_notification(&process.id_json, seq, stream, &data);
+            let _ = outbound.send(text).await;
+        }
+        Some(EventPort::Events(events)) => {
+            let event = ProcessEvent::Output {
+                process_id: process.id.clone(),
+                stream,
+                chunk: data,
+            };
+            let _ = events.send(event).await;
+        }
+        None => {}
     }
 }
 
@@ -260,33 +270,43 @@ async fn emit_exit(process: &Process, table: &ProcessTable, exit_code: i32) {
     let seq = lock(&process.log).record_exit(exit_code);
     process.events.send_modify(|events| *events += 1);
     tracing::debug!(process = process.id, exit_code, "exited");
-    notify(
-        table,
-        PROCESS_EXITED,
-        &ProcessExitedNotification {
-            process_id: process.id.as_str().into(),
-            seq,
-            exit_code,
-            sandbox_denied,
-            failure,
-        },
-    )
-    .await;
+    let notification = ProcessExitedNotification {
+        process_id: process.id.as_str().into(),
+        seq,
+        exit_code,
+        sandbox_denied,
+        failure: failure.clone(),
+    };
+    let event = || ProcessEvent::Exited {
+        process_id: process.id.clone(),
+        exit_code,
+        sandbox_denied,
+        failure,
+    };
+    notify(table, PROCESS_EXITED, &notification, event).await;
 }
 
-/// Sends a notification to the session's connection, waiting for room in its queue: a slow
-/// client slows the child (as a terminal would) instead of losing output or growing memory.
-/// Detached sessions drop notifications; the events stay readable with `process/read`.
-async fn notify<P: serde::Serialize>(table: &ProcessTable, method: &str, params: &P) {
-    let Some(outbound) = table.sink.current() else {
-        return;
-    };
-    match encode_notification(method, params) {
-        Ok(text) => {
-            // A closed connection means the session is detaching; nothing to do.
-            let _ = outbound.send(text).await;
+/// Sends an event to the session's port, waiting for room in its queue: a slow client slows
+/// the child (as a terminal would) instead of losing output or growing memory. Detached
+/// sessions drop events; they stay readable with `process/read`.
+async fn notify<P: serde::Serialize>(
+    table: &ProcessTable,
+    method: &str,
+    params: &P,
+    event: impl FnOnce() -> ProcessEvent,
+) {
+    // A closed port means the session is detaching; nothing to do.
+    match table.sink.current() {
+        Some(EventPort::Wire(outbound)) => match encode_notification(method, params) {
+            Ok(text) => {
+                let _ = outbound.send(text).await;
+            }
+            Err(err) => tracing::warn!("{err}"),
+        },
+        Some(EventPort::Events(events)) => {
+            let _ = events.send(event()).await;
         }
-        Err(err) => tracing::warn!("{err}"),
+        None => {}
     }
 }
 

@@ -65,6 +65,11 @@ impl ConnectionContext {
         }
     }
 
+    /// Where this connection's sessions send process events: its outbound queue, encoded.
+    pub fn port(&self) -> crate::process::EventPort {
+        crate::process::EventPort::Wire(self.outbound.clone())
+    }
+
     /// Resolves once the connection has stopped reading (the client went away). Long polls use
     /// it to answer at once instead of holding up shutdown.
     pub async fn closing(&self) {

@@ -125,6 +125,71 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
     }
 }
 
+/// A request on its way to its handler.
+pub struct Served {
+    /// Its id.
+    pub id: RequestId,
+    /// The method called.
+    pub method: String,
+    /// Its params (`null` if absent).
+    pub params: serde_json::Value,
+    /// Its share of the inbound budget, held until it is answered.
+    pub held: Option<Held>,
+}
+
+/// Serves `request` of `session` by `route`: takes what it reserves on arrival (answering a
+/// refusal at once), then hands its job to `dispatcher`, which orders it in its lane and runs
+/// it; the handler's outcome is the reply on `connection`. Every face's requests pass here,
+/// so a request is served the same way whichever door it came in by.
+pub async fn serve_route(
+    dispatcher: &Dispatcher,
+    server: &Arc<ServerState>,
+    connection: &Arc<ConnectionContext>,
+    session: SessionHandle,
+    route: methods::Route,
+    request: Served,
+    inline: bool,
+) {
+    let Served {
+        id,
+        method,
+        params,
+        held,
+    } = request;
+    let admission = match route.admit.map(|admit| admit(connection, &params)) {
+        None | Some(Ok(None)) => None,
+        Some(Ok(Some(admission))) => Some(admission),
+        Some(Err(error)) => {
+            // A closed connection has nobody left to answer.
+            let _ = connection
+                .outbound
+                .send(encode_reply(&id, &Err(error)))
+                .await;
+            return;
+        }
+    };
+    let reply = Arc::new(Reply::new(id, connection.outbound.clone()));
+    let ctx = RequestContext {
+        server: Arc::clone(server),
+        session,
+        connection: Arc::clone(connection),
+        method,
+        reply: Arc::clone(&reply),
+    };
+    let lane = route.lane.key(&params);
+    let job = async move {
+        // Held until the call (and so, say, its stream) ends.
+        let _admission = admission;
+        let _held = held;
+        let outcome = (route.handler)(ctx, params).await;
+        // Unless a plugin already answered early.
+        reply.send(&outcome).await;
+    };
+    dispatcher
+        .dispatch_with(lane, route.exempt, job, inline, route.runs)
+        .await;
+}
+
 /// Whether wexec may use a single CPU (affinity and cgroup quota count). With one there is
 /// nothing to gain from handing queued requests to the runtime's workers: every hand-off is a
 /// switch between threads on that CPU (pipelined 4 KiB reads on one CPU: ~1.4x the throughput
@@ -231,31 +296,23 @@ impl Processor {
             }
             Phase::Ready(session) => session.clone(),
         };
-        let admission = match route.admit.map(|admit| admit(&self.connection, &params)) {
-            None | Some(Ok(None)) => None,
-            Some(Ok(Some(admission))) => Some(admission),
-            Some(Err(error)) => return self.reply(&id, Err(error)).await,
-        };
-        let reply = Arc::new(Reply::new(id, self.connection.outbound.clone()));
-        let ctx = RequestContext {
-            server: Arc::clone(&self.server),
-            session,
-            connection: Arc::clone(&self.connection),
+        let served = Served {
+            id,
             method,
-            reply: Arc::clone(&reply),
+            params,
+            held: Some(held),
         };
-        let lane = route.lane.key(&params);
-        let job = async move {
-            // Held until the call (and so, say, its stream) ends.
-            let _admission = admission;
-            let _held = held;
-            let outcome = (route.handler)(ctx, params).await;
-            // Unless a plugin already answered early.
-            reply.send(&outcome).await;
-        };
-        self.dispatcher
-            .dispatch_with(lane, route.exempt, job, self.inline, route.runs)
-            .await;
+        let inline = self.inline;
+        serve_route(
+            &self.dispatcher,
+            &self.server,
+            &self.connection,
+            session,
+            route,
+            served,
+            inline,
+        )
+        .await;
         Flow::Continue
     }
 
@@ -269,8 +326,8 @@ impl Processor {
         let sessions = &self.server.sessions;
         let connection = &self.connection;
         let session = match params.resume_session_id {
-            Some(id) => sessions.resume(&id, connection.id, connection.outbound.clone())?,
-            None => sessions.open(connection.id, connection.outbound.clone(), |session_id| {
+            Some(id) => sessions.resume(&id, connection.id, connection.port())?,
+            None => sessions.open(connection.id, connection.port(), |session_id| {
                 to_result(&InitializeResponse {
                     session_id: session_id.to_owned(),
                     environment_info: self.server.environment_info(),

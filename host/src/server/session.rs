@@ -12,10 +12,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::limits::{Counter, ServerLimits};
+use crate::process::EventPort;
 use crate::process::ProcessTable;
 use crate::rpc::RpcError;
 use crate::runtime::InstancePool;
-use crate::transport::Outbound;
 
 /// Identifies one connection for the lifetime of the process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,7 +95,7 @@ impl SessionRegistry {
     pub fn open(
         self: &Arc<Self>,
         connection: ConnectionId,
-        sink: Outbound,
+        sink: EventPort,
         initialize_result: impl FnOnce(&str) -> Result<Box<RawValue>, RpcError>,
     ) -> Result<SessionHandle, RpcError> {
         let id = uuid::Uuid::new_v4().to_string();
@@ -125,7 +125,7 @@ impl SessionRegistry {
         self: &Arc<Self>,
         id: &str,
         connection: ConnectionId,
-        sink: Outbound,
+        sink: EventPort,
     ) -> Result<SessionHandle, RpcError> {
         let unknown = || RpcError::invalid_request(format!("unknown session id {id}"));
         let session = lock(&self.sessions).get(id).cloned().ok_or_else(unknown)?;
@@ -283,14 +283,15 @@ impl SessionHandle {
 mod tests {
     use super::*;
     use crate::rpc::{INVALID_REQUEST, SESSION_ALREADY_ATTACHED};
+    use crate::transport::Outbound;
     use pretty_assertions::assert_eq;
 
     fn result(id: &str) -> Result<Box<RawValue>, RpcError> {
         Ok(serde_json::value::to_raw_value(&serde_json::json!({"sessionId": id})).unwrap())
     }
 
-    fn sink() -> Outbound {
-        Outbound::channel().0
+    fn sink() -> EventPort {
+        EventPort::Wire(Outbound::channel().0)
     }
 
     /// Short enough for real time (paused time needs tokio's `test-util`, a feature that would

@@ -113,7 +113,7 @@ pub async fn accept(
 
 /// Whether the client's socket belongs to wexec's user or root ([`peer`]); looked up off the
 /// connections' threads (the table grows with the host's sockets).
-async fn own_user(stream: &TcpStream, peer: SocketAddr) -> bool {
+pub async fn own_user(stream: &TcpStream, peer: SocketAddr) -> bool {
     let Ok(local) = stream.local_addr() else {
         return false;
     };

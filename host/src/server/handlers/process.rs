@@ -266,7 +266,7 @@ pub async fn write(ctx: RequestContext, params: ProcessWriteParams) -> RpcResult
     let status = match ctx.session.session().processes().get(&params.process_id) {
         None => WriteStatus::UnknownProcess,
         Some(process) => process
-            .write(&data, params.write_id.as_deref())
+            .write(&data, params.write_id.as_deref(), params.close_stdin)
             .await
             .map_err(|err| RpcError::internal_error(err.to_string()))?,
     };

@@ -130,7 +130,7 @@ fn upgrade(head: &RequestHead) -> Decision {
 
 /// `Authorization: Bearer <token>`, scheme case-insensitive, the token compared in constant
 /// time.
-fn bearer_matches(header: Option<&[u8]>, credential: &Credential) -> bool {
+pub fn bearer_matches(header: Option<&[u8]>, credential: &Credential) -> bool {
     let Some(value) = header else {
         return false;
     };

@@ -1,0 +1,48 @@
+//! The MCP face (docs/mcp.md): `wexec mcp` serves the Model Context Protocol on stdio or on
+//! Streamable HTTP, as a second front door over the same server as the Codex face. Its tools are
+//! requests through a [`door::Door`]; the protocol itself is the `rmcp` SDK's.
+
+pub mod door;
+pub mod face;
+mod http;
+pub mod progress;
+pub mod tools;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+
+use self::door::Door;
+use self::face::Face;
+use crate::server::ServerState;
+
+pub use self::http::serve_http;
+
+/// Serves one MCP client on stdin/stdout until end of input or `shutdown`, then ends its
+/// session (terminating its processes) and every other.
+pub async fn serve_stdio(
+    server: Arc<ServerState>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), std::io::Error> {
+    let door = Door::open(Arc::clone(&server), "wexec mcp stdio".to_owned())
+        .map_err(|error| std::io::Error::other(error.message))?;
+    let face = Face::new(Arc::clone(&door));
+    let serving = async {
+        match face.serve(rmcp::transport::stdio()).await {
+            Ok(running) => {
+                if let Err(err) = running.waiting().await {
+                    tracing::warn!("the MCP session ended abnormally: {err}");
+                }
+            }
+            Err(err) => tracing::warn!("the MCP client did not complete its handshake: {err}"),
+        }
+    };
+    tokio::select! {
+        () = serving => tracing::info!("end of input"),
+        () = shutdown => {}
+    }
+    door.close().await;
+    server.shutdown().await;
+    Ok(())
+}

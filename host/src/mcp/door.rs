@@ -1,0 +1,266 @@
+//! The MCP face's way in: a session and a connection of its own on the server, whose requests
+//! go through the same method table, lanes, grants, plugin runtime and process sandbox as a
+//! Codex client's ([`crate::server::processor::serve_route`]). A tool is a sequence of such
+//! requests; nothing here acts on files, the network or processes by itself, so no MCP tool can
+//! do what the Codex face would refuse.
+//!
+//! Replies come back on the connection's outbound queue as the Codex face encodes them (a
+//! plugin may answer early, straight onto it); process events come as data, through the
+//! session's [`EventPort::Events`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use super::tools::Failure;
+use crate::process::{EventPort, ProcessEvent};
+use crate::rpc::{RequestId, RpcError};
+use crate::server::ServerState;
+use crate::server::context::ConnectionContext;
+use crate::server::dispatch::Dispatcher;
+use crate::server::methods::{self, Method};
+use crate::server::processor::{Served, serve_route};
+use crate::server::session::SessionHandle;
+use crate::transport::{OUTBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
+
+/// Process events queued for the face before the pump waits (as it waits for a slow client).
+const EVENT_QUEUE: usize = 256;
+
+/// Events queued for one watcher of a process before the router waits for it.
+const WATCHER_QUEUE: usize = 64;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Critical sections only insert and remove map entries.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>>;
+type Watchers = Arc<Mutex<HashMap<String, mpsc::Sender<ProcessEvent>>>>;
+
+/// One MCP client's session on the server.
+pub struct Door {
+    server: Arc<ServerState>,
+    session: SessionHandle,
+    connection: Arc<ConnectionContext>,
+    dispatcher: Dispatcher,
+    pending: Pending,
+    watchers: Watchers,
+    next_id: AtomicI64,
+    closing: watch::Sender<bool>,
+    /// Processes started through the door: id → (command as shown, cwd).
+    started: Mutex<BTreeMap<String, (String, String)>>,
+    next_process: AtomicU64,
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Door")
+            .field("peer", &self.connection.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Door {
+    /// Opens a session for the MCP client named `peer` (as error texts name it).
+    pub fn open(server: Arc<ServerState>, peer: String) -> Result<Arc<Self>, RpcError> {
+        let (outbound, replies) = Outbound::channel();
+        let (closing, closed) = watch::channel(false);
+        let connection = Arc::new(ConnectionContext::new(peer, outbound, closed));
+        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+        let session = server
+            .sessions
+            .open(connection.id, EventPort::Events(events_tx), |_| {
+                Ok(serde_json::value::RawValue::NULL.to_owned())
+            })?;
+        let door = Arc::new(Self {
+            server,
+            session,
+            connection,
+            dispatcher: Dispatcher::new(),
+            pending: Arc::default(),
+            watchers: Arc::default(),
+            next_id: AtomicI64::new(1),
+            closing,
+            started: Mutex::default(),
+            next_process: AtomicU64::new(1),
+        });
+        tokio::spawn(route_replies(replies, Arc::clone(&door.pending)));
+        tokio::spawn(route_events(events, Arc::clone(&door.watchers)));
+        Ok(door)
+    }
+
+    /// The server behind the door.
+    pub fn server(&self) -> &Arc<ServerState> {
+        &self.server
+    }
+
+    /// Calls `method` with `params` as a Codex client would, and waits for its result.
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let route = match methods::lookup(method, &self.server) {
+            Some(Method::Serve(route)) => route,
+            Some(Method::Initialize) | None => return Err(RpcError::method_not_found(method)),
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending).insert(id, tx);
+        let request = Served {
+            id: RequestId::Integer(id),
+            method: method.to_owned(),
+            params,
+            held: None,
+        };
+        serve_route(
+            &self.dispatcher,
+            &self.server,
+            &self.connection,
+            self.session.clone(),
+            route,
+            request,
+            false,
+        )
+        .await;
+        rx.await
+            .unwrap_or_else(|_| Err(RpcError::internal_error("the session has ended")))
+    }
+
+    /// The events of process `id` from now on, until the receiver is dropped. Watch before
+    /// starting the process, so that no event is missed.
+    pub fn watch_process(&self, id: &str) -> mpsc::Receiver<ProcessEvent> {
+        let (tx, rx) = mpsc::channel(WATCHER_QUEUE);
+        lock(&self.watchers).insert(id.to_owned(), tx);
+        rx
+    }
+
+    /// Stops watching process `id`.
+    pub fn unwatch_process(&self, id: &str) {
+        lock(&self.watchers).remove(id);
+    }
+
+    /// The directories the file tools may use: the roots granted to the plugin serving
+    /// `fs/readFile`, as it has them now (a reload may change them).
+    pub fn roots(&self) -> Vec<String> {
+        let plugin = self
+            .server
+            .runtime
+            .plugin_for(crate::protocol::FS_READ_FILE);
+        (plugin.iter())
+            .flat_map(|plugin| plugin.grants.fs_roots.iter())
+            .map(|root| root.path.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// A tool's path argument as an absolute path: absolute as given, relative to the first
+    /// root otherwise (as server-filesystem resolves them), or to wexec's working directory
+    /// without roots. Whether the path is allowed is the plugin's to say.
+    pub fn resolve(&self, path: &str) -> Result<String, Failure> {
+        if path.is_empty() {
+            return Err("the path is empty".into());
+        }
+        if path.starts_with('/') || path.starts_with("file:") {
+            return Ok(path.to_owned());
+        }
+        let base = match self.roots().into_iter().next() {
+            Some(root) => root,
+            None => std::env::current_dir()
+                .map_err(|err| Failure(format!("cannot resolve `{path}`: {err}")))?
+                .to_string_lossy()
+                .into_owned(),
+        };
+        let relative = path.strip_prefix("./").unwrap_or(path);
+        Ok(match relative {
+            "." | "" => base,
+            relative => format!("{}/{relative}", base.trim_end_matches('/')),
+        })
+    }
+
+    /// A fresh process id for a tool.
+    pub fn new_process_id(&self) -> String {
+        format!("mcp-{}", self.next_process.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Records a process a tool started, for `list_processes`.
+    pub fn remember(&self, id: &str, command: &str, cwd: &str) {
+        lock(&self.started).insert(id.to_owned(), (command.to_owned(), cwd.to_owned()));
+    }
+
+    /// The processes tools started: (id, command, cwd).
+    pub fn remembered(&self) -> Vec<(String, String, String)> {
+        (lock(&self.started).iter())
+            .map(|(id, (command, cwd))| (id.clone(), command.clone(), cwd.clone()))
+            .collect()
+    }
+
+    /// Forgets a process the server no longer retains.
+    pub fn forget(&self, id: &str) {
+        lock(&self.started).remove(id);
+    }
+
+    /// Terminates process `id` and everything it started; failures are logged (the process
+    /// may be gone already).
+    pub async fn terminate(&self, id: &str) {
+        let params = serde_json::json!({"processId": id});
+        if let Err(error) = self.call(crate::protocol::PROCESS_TERMINATE, params).await {
+            tracing::debug!(process = id, "terminate: {}", error.message);
+        }
+    }
+
+    /// Ends the session: waits for its requests, then terminates its processes.
+    pub async fn close(&self) {
+        let _ = self.closing.send(true);
+        self.session.close().await;
+    }
+}
+
+/// Resolves each reply's waiter. Ends when the connection's queue does.
+async fn route_replies(mut replies: mpsc::Receiver<OutboundMessage>, pending: Pending) {
+    let mut batch = Vec::with_capacity(OUTBOUND_QUEUE_MESSAGES.min(64));
+    while replies.recv_many(&mut batch, 64).await > 0 {
+        for message in batch.drain(..) {
+            if message.end {
+                continue;
+            }
+            let Ok(value) = serde_json::from_str::<Value>(&message.text) else {
+                tracing::warn!("the MCP face got a reply it cannot read");
+                continue;
+            };
+            let Some(id) = value.get("id").and_then(Value::as_i64) else {
+                // A notification (fs/missingChanged, http body deltas): no tool asks for them.
+                continue;
+            };
+            let outcome = match (value.get("result"), value.get("error")) {
+                (Some(result), _) => Ok(result.clone()),
+                (None, Some(error)) => Err(serde_json::from_value(error.clone())
+                    .unwrap_or_else(|err| RpcError::internal_error(err.to_string()))),
+                (None, None) => Err(RpcError::internal_error("a reply without a result")),
+            };
+            if let Some(waiter) = lock(&pending).remove(&id) {
+                let _ = waiter.send(outcome);
+            }
+        }
+    }
+}
+
+/// Hands each process event to its process's watcher, if any; the rest stay readable with
+/// `process/read`.
+async fn route_events(mut events: mpsc::Receiver<ProcessEvent>, watchers: Watchers) {
+    while let Some(event) = events.recv().await {
+        let id = match &event {
+            ProcessEvent::Output { process_id, .. }
+            | ProcessEvent::Exited { process_id, .. }
+            | ProcessEvent::Closed { process_id, .. } => process_id.clone(),
+        };
+        let closed = matches!(event, ProcessEvent::Closed { .. });
+        let watcher = lock(&watchers).get(&id).cloned();
+        if let Some(watcher) = watcher
+            && watcher.send(event).await.is_err()
+        {
+            lock(&watchers).remove(&id);
+        }
+        if closed {
+            lock(&watchers).remove(&id);
+        }
+    }
+}

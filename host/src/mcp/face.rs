@@ -1,0 +1,155 @@
+//! The MCP server handler: lists and calls the tools over one [`Door`]. The SDK (`rmcp`) speaks
+//! the protocol itself, in both eras: the `initialize` handshake of 2024-11-05 to 2025-11-25 and
+//! the stateless requests of 2026-07-28 (`server/discover`, `_meta`, `resultType`).
+
+use std::sync::Arc;
+
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::{Value, json};
+
+use super::door::Door;
+use super::progress::Progress;
+use super::tools::{self, Answer, Call, Failure, Outcome, schema};
+
+/// What the MCP face tells clients about itself.
+const INSTRUCTIONS: &str = "wexec runs commands and reaches files and the network on this \
+machine under the operator's grants: processes run in wexec's sandbox, files are reached only \
+inside the allowed directories (list_allowed_directories), URLs only on the allowed hosts. A \
+refusal is a tool error that says what was refused and why.";
+
+/// One MCP client's handler (over HTTP, every request's: they share the listener's door).
+#[derive(Debug, Clone)]
+pub struct Face {
+    door: Arc<Door>,
+}
+
+impl Face {
+    /// A handler calling tools through `door`.
+    pub fn new(door: Arc<Door>) -> Self {
+        Self { door }
+    }
+
+    /// The tools this server offers now: the process tools unless processes are off, the file
+    /// tools if a plugin serves `fs/*`, `fetch` if one serves `http/request`.
+    fn definitions(&self) -> Vec<Value> {
+        let server = self.door.server();
+        let ceiling = &server.processes.ceiling;
+        let mut tools = Vec::new();
+        if ceiling.processes {
+            tools.extend(tools::process::definitions(ceiling.process_network));
+        }
+        if server
+            .runtime
+            .plugin_for(crate::protocol::FS_READ_FILE)
+            .is_some()
+        {
+            tools.extend(tools::files::definitions());
+        }
+        if server
+            .runtime
+            .plugin_for(crate::protocol::HTTP_REQUEST)
+            .is_some()
+        {
+            tools.push(tools::fetch::tool_definition());
+        }
+        tools
+    }
+
+    fn definition(&self, name: &str) -> Option<Value> {
+        self.definitions()
+            .into_iter()
+            .find(|tool| tool.get("name").and_then(Value::as_str) == Some(name))
+    }
+
+    async fn run(&self, name: &str, call: &Call, arguments: &Value) -> Outcome {
+        if let Some(outcome) = tools::process::call(name, call, arguments).await {
+            return outcome;
+        }
+        if let Some(outcome) = tools::files::call(name, call, arguments).await {
+            return outcome;
+        }
+        if name == "fetch" {
+            return tools::fetch::fetch(call, arguments).await;
+        }
+        Err(Failure(format!("tool {name} has no handler")))
+    }
+}
+
+/// The tool result of `outcome`.
+fn result(outcome: Outcome) -> Result<CallToolResult, McpError> {
+    let value = match outcome {
+        Ok(Answer {
+            content,
+            structured,
+        }) => {
+            let mut value = json!({"content": content, "isError": false});
+            if let Some(structured) = structured {
+                value["structuredContent"] = structured;
+            }
+            value
+        }
+        Err(Failure(text)) => json!({
+            "content": [tools::text_block(text)],
+            "isError": true,
+        }),
+    };
+    serde_json::from_value(value).map_err(|err| McpError::internal_error(err.to_string(), None))
+}
+
+impl ServerHandler for Face {
+    fn get_info(&self) -> InitializeResult {
+        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        InitializeResult::new(capabilities)
+            .with_server_info(Implementation::new("wexec", crate::VERSION))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = json!({"tools": self.definitions()});
+        serde_json::from_value(tools).map_err(|err| McpError::internal_error(err.to_string(), None))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        serde_json::from_value(self.definition(name)?).ok()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let name = request.name.as_ref();
+        let Some(definition) = self.definition(name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool: {name}"),
+                None,
+            ));
+        };
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        if let Err(reason) = schema::check(&definition["inputSchema"], &arguments) {
+            return result(Err(Failure(format!(
+                "invalid arguments for {name}: {reason}"
+            ))))
+            .map(CallToolResponse::from);
+        }
+        let progress = (context.meta.get_progress_token())
+            .map(|token| Progress::new(context.peer.clone(), token));
+        let call = Call {
+            door: Arc::clone(&self.door),
+            progress,
+            cancelled: context.ct.clone(),
+        };
+        let outcome = self.run(name, &call, &arguments).await;
+        result(outcome).map(CallToolResponse::from)
+    }
+}

@@ -1,0 +1,158 @@
+//! `directory_tree` and `search_files`: one bounded `fs/walk` each, shaped as
+//! server-filesystem answers.
+
+use std::collections::BTreeMap;
+
+use globset::{Glob, GlobMatcher, GlobSet, GlobSetBuilder};
+use serde_json::{Value, json};
+
+use super::{Door, Failure, Outcome, answer, path_of, string};
+use crate::protocol::limits::{MAX_WALK_DEPTH, MAX_WALK_DIRECTORIES, MAX_WALK_ENTRIES};
+
+/// A walked entry: its path relative to the walk's root, and whether it is a directory.
+struct Walked {
+    relative: String,
+    directory: bool,
+}
+
+/// Everything under `root`, within the walk's bounds; `truncated` when a bound stopped it.
+async fn walk(door: &Door, root: &str) -> Result<(Vec<Walked>, bool), Failure> {
+    let params = json!({
+        "path": root,
+        "options": {
+            "maxDepth": MAX_WALK_DEPTH,
+            "maxDirectories": MAX_WALK_DIRECTORIES,
+            "maxEntries": MAX_WALK_ENTRIES,
+            "followDirectorySymlinks": false,
+        },
+    });
+    let walked = door
+        .call("fs/walk", params)
+        .await
+        .map_err(|error| Failure::of(root, &error))?;
+    let prefix = format!("{}/", root.trim_end_matches('/'));
+    let entries = (walked.get("entries").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| {
+            let uri = entry.get("path")?.as_str()?;
+            let path = crate::path_uri::parse_utf8(uri).ok()?;
+            let relative = path.strip_prefix(&prefix)?.to_owned();
+            let directory = entry.get("kind").and_then(Value::as_str) == Some("directory");
+            Some(Walked {
+                relative,
+                directory,
+            })
+        })
+        .collect();
+    let truncated = walked.get("truncated").and_then(Value::as_bool) == Some(true);
+    Ok((entries, truncated))
+}
+
+fn glob(pattern: &str) -> Result<GlobMatcher, Failure> {
+    Glob::new(pattern)
+        .map(|glob| glob.compile_matcher())
+        .map_err(|err| Failure(format!("invalid pattern `{pattern}`: {err}")))
+}
+
+/// The `excludePatterns` argument as one set; a pattern without `/` also matches any name.
+fn excludes(arguments: &Value) -> Result<GlobSet, Failure> {
+    let mut set = GlobSetBuilder::new();
+    for pattern in (arguments.get("excludePatterns").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        for form in [
+            pattern.to_owned(),
+            format!("**/{pattern}"),
+            format!("{pattern}/**"),
+            format!("**/{pattern}/**"),
+        ] {
+            let glob = Glob::new(&form)
+                .map_err(|err| Failure(format!("invalid exclude pattern `{pattern}`: {err}")))?;
+            set.add(glob);
+        }
+    }
+    set.build()
+        .map_err(|err| Failure(format!("invalid exclude patterns: {err}")))
+}
+
+#[derive(Default)]
+struct Node {
+    directory: bool,
+    children: BTreeMap<String, Node>,
+}
+
+impl Node {
+    fn to_json(&self, name: &str) -> Value {
+        if self.directory {
+            let children: Vec<Value> = (self.children.iter())
+                .map(|(name, child)| child.to_json(name))
+                .collect();
+            json!({"name": name, "type": "directory", "children": children})
+        } else {
+            json!({"name": name, "type": "file"})
+        }
+    }
+}
+
+pub(super) async fn directory_tree(door: &Door, arguments: &Value) -> Outcome {
+    let root = path_of(door, arguments, "path")?;
+    let excluded = excludes(arguments)?;
+    let (entries, truncated) = walk(door, &root).await?;
+    let mut tree = Node {
+        directory: true,
+        ..Node::default()
+    };
+    for entry in entries
+        .iter()
+        .filter(|entry| !excluded.is_match(&entry.relative))
+    {
+        let mut node = &mut tree;
+        let mut parts = entry.relative.split('/').peekable();
+        while let Some(part) = parts.next() {
+            node = node.children.entry(part.to_owned()).or_default();
+            if parts.peek().is_some() {
+                node.directory = true;
+            }
+        }
+        node.directory |= entry.directory;
+    }
+    let children: Vec<Value> = (tree.children.iter())
+        .map(|(name, child)| child.to_json(name))
+        .collect();
+    let mut text = serde_json::to_string_pretty(&children).unwrap_or_default();
+    if truncated {
+        text.push_str("\n(truncated: the tree is larger than one walk may list)");
+    }
+    Ok(answer(text))
+}
+
+pub(super) async fn search_files(door: &Door, arguments: &Value) -> Outcome {
+    let root = path_of(door, arguments, "path")?;
+    let pattern = string(arguments, "pattern").unwrap_or_default();
+    let matcher = glob(pattern)?;
+    let by_name = !pattern.contains('/');
+    let excluded = excludes(arguments)?;
+    let (entries, truncated) = walk(door, &root).await?;
+    let base = root.trim_end_matches('/');
+    let found: Vec<String> = entries
+        .iter()
+        .filter(|entry| !excluded.is_match(&entry.relative))
+        .filter(|entry| {
+            let name = entry.relative.rsplit('/').next().unwrap_or_default();
+            matcher.is_match(&entry.relative) || (by_name && matcher.is_match(name))
+        })
+        .map(|entry| format!("{base}/{}", entry.relative))
+        .collect();
+    let mut text = if found.is_empty() {
+        "No matches found".to_owned()
+    } else {
+        found.join("\n")
+    };
+    if truncated {
+        text.push_str("\n(truncated: more files exist than one walk may list)");
+    }
+    Ok(answer(text))
+}
