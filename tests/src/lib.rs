@@ -118,6 +118,21 @@ pub fn running_as_root(what: &str) -> bool {
     false
 }
 
+/// The value of `variable`, naming a real client a test drives (installed by `.ci/run`), or
+/// `None`, saying the test is skipped, when it is unset. Under CI (`CI` set) an unset one fails
+/// the test: a real client's test never skips there.
+pub fn real_client(variable: &str, what: &str) -> Option<String> {
+    if let Some(value) = std::env::var_os(variable) {
+        return Some(value.to_string_lossy().into_owned());
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run this test: set {variable} to {what}"
+    );
+    eprintln!("skipped: set {variable} to {what}");
+    None
+}
+
 /// The system's `python3`, which every user may run (a per-user install may not be).
 pub fn system_python() -> &'static str {
     if Path::new("/usr/bin/python3").exists() {
@@ -522,7 +537,7 @@ impl Client {
         match &mut self.link {
             Link::Stdio { stdin, .. } => drop(stdin.take()),
             Link::WebSocket(socket) => {
-                let _ = socket.close(None).await;
+                let _ = (**socket).close(None).await;
             }
         }
     }

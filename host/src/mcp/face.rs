@@ -81,14 +81,15 @@ impl Face {
     }
 }
 
-/// The tool result of `outcome`.
+/// The tool result of `outcome`; `resultType` as the SDK's constructors set it (it leaves it
+/// out for legacy clients).
 fn result(outcome: Outcome) -> Result<CallToolResult, McpError> {
     let value = match outcome {
         Ok(Answer {
             content,
             structured,
         }) => {
-            let mut value = json!({"content": content, "isError": false});
+            let mut value = json!({"content": content, "isError": false, "resultType": "complete"});
             if let Some(structured) = structured {
                 value["structuredContent"] = structured;
             }
@@ -97,6 +98,7 @@ fn result(outcome: Outcome) -> Result<CallToolResult, McpError> {
         Err(Failure(text)) => json!({
             "content": [tools::text_block(text)],
             "isError": true,
+            "resultType": "complete",
         }),
     };
     serde_json::from_value(value).map_err(|err| McpError::internal_error(err.to_string(), None))
@@ -115,7 +117,8 @@ impl ServerHandler for Face {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = json!({"tools": self.definitions()});
+        // `resultType` as the SDK's constructors set it; it leaves it out for legacy clients.
+        let tools = json!({"tools": self.definitions(), "resultType": "complete"});
         serde_json::from_value(tools).map_err(|err| McpError::internal_error(err.to_string(), None))
     }
 
