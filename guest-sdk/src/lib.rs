@@ -56,7 +56,7 @@ mod error;
 mod plugin;
 
 pub use error::RpcError;
-pub use plugin::{CONTRACT, Call, Capability, Info, Plugin, Response};
+pub use plugin::{CONTRACT, Call, Capability, Info, Plugin, Response, TOOLS_METHOD, Tool};
 /// The protocol's plain data (method names, params and results, limits), shared with the host.
 pub use wexec_protocol as protocol;
 pub use wexec_protocol::ANY_GRANTED_VAR;
@@ -113,6 +113,9 @@ pub fn __handle<P: Plugin>(
     method: String,
     params: String,
 ) -> Result<String, bindings::wexec::plugin::types::RpcError> {
+    if method == plugin::TOOLS_METHOD {
+        return Ok(P::info().tools_json());
+    }
     P::handle(Call::new(method, params))
         .map(Response::into_json)
         .map_err(error::to_wit)

@@ -7,8 +7,12 @@ use crate::bindings::exports::wexec::plugin::handler::PluginInfo;
 use crate::bindings::wexec::plugin::types::Capability as WitCapability;
 use crate::error::RpcError;
 
-/// The plugin contract (`wit/plugin.wit`, package `wexec:plugin`) this SDK implements.
-pub const CONTRACT: &str = "0.1.0";
+/// The plugin contract (`wit/plugin.wit`, package `wexec:plugin`) this SDK implements: 0.2.0,
+/// 0.1.0's interfaces plus the MCP tools a plugin declares ([`Info::tool`]).
+pub const CONTRACT: &str = "0.2.0";
+
+/// The method wexec calls once at load to read a plugin's tools (answered by the SDK).
+pub const TOOLS_METHOD: &str = "wexec:tools";
 
 /// A wexec plugin: what it is, and how it answers a call.
 pub trait Plugin {
@@ -34,13 +38,14 @@ pub enum Capability {
 }
 
 /// What a plugin declares about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Info {
     name: String,
     version: String,
     methods: Vec<String>,
     capabilities: Vec<Capability>,
     env_vars: Vec<String>,
+    tools: Vec<Tool>,
 }
 
 impl Info {
@@ -52,7 +57,21 @@ impl Info {
             methods: Vec::new(),
             capabilities: Vec::new(),
             env_vars: Vec::new(),
+            tools: Vec::new(),
         }
+    }
+
+    /// Declares an MCP tool, served by one of the plugin's methods: `wexec mcp` lists it and
+    /// calls that method with the tool's arguments as params (docs/plugins.md, "MCP tools").
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// The tool declaration wexec reads at load, as JSON text.
+    pub(crate) fn tools_json(&self) -> String {
+        let tools: Vec<serde_json::Value> = self.tools.iter().map(Tool::to_json).collect();
+        serde_json::Value::Array(tools).to_string()
     }
 
     /// Adds a method; it must be `<name>/<method>` (bundled plugins may serve wexec's own
@@ -91,6 +110,114 @@ impl Info {
                 .collect(),
             env_vars: self.env_vars,
         }
+    }
+}
+
+/// An MCP tool a plugin declares: its name, the method serving it, and what agents read about
+/// it. wexec checks the declaration when it loads the plugin.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    name: String,
+    method: String,
+    title: Option<String>,
+    description: Option<String>,
+    input_schema: serde_json::Value,
+    output_schema: Option<serde_json::Value>,
+    annotations: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Tool {
+    /// Tool `name` (1 to 128 of `A-Za-z0-9_-.`) served by `method` (one of the plugin's), with
+    /// any object as arguments until [`Tool::input_schema`] says more.
+    pub fn new(name: impl Into<String>, method: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            method: method.into(),
+            title: None,
+            description: None,
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            annotations: serde_json::Map::new(),
+        }
+    }
+
+    /// A title for people.
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// What the tool does, for the model.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// The JSON Schema of its arguments (an object schema); wexec checks arguments against it
+    /// before the method is called.
+    pub fn input_schema(mut self, schema: serde_json::Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
+
+    /// The JSON Schema of its result (an object schema): the method's result becomes the tool
+    /// result's structured content. Without one, the result is returned as text.
+    pub fn output_schema(mut self, schema: serde_json::Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// `readOnlyHint`: it changes nothing.
+    pub fn read_only(self, value: bool) -> Self {
+        self.hint("readOnlyHint", value)
+    }
+
+    /// `destructiveHint`: a change it makes may destroy something.
+    pub fn destructive(self, value: bool) -> Self {
+        self.hint("destructiveHint", value)
+    }
+
+    /// `idempotentHint`: calling it twice with the same arguments does no more than once.
+    pub fn idempotent(self, value: bool) -> Self {
+        self.hint("idempotentHint", value)
+    }
+
+    /// `openWorldHint`: it reaches beyond the machine (the network).
+    pub fn open_world(self, value: bool) -> Self {
+        self.hint("openWorldHint", value)
+    }
+
+    fn hint(mut self, name: &str, value: bool) -> Self {
+        self.annotations
+            .insert(name.to_owned(), serde_json::Value::Bool(value));
+        self
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        let mut tool = serde_json::json!({
+            "name": self.name,
+            "method": self.method,
+            "inputSchema": self.input_schema,
+        });
+        let optional = [
+            ("title", self.title.clone().map(serde_json::Value::String)),
+            (
+                "description",
+                self.description.clone().map(serde_json::Value::String),
+            ),
+            ("outputSchema", self.output_schema.clone()),
+            (
+                "annotations",
+                (!self.annotations.is_empty())
+                    .then(|| serde_json::Value::Object(self.annotations.clone())),
+            ),
+        ];
+        for (member, value) in optional {
+            if let Some(value) = value {
+                tool[member] = value;
+            }
+        }
+        tool
     }
 }
 

@@ -31,7 +31,19 @@ pub async fn serve_stdio(
     let serving = async {
         match face.serve(rmcp::transport::stdio()).await {
             Ok(running) => {
-                if let Err(err) = running.waiting().await {
+                // A reload that changed the plugins may have changed the tool list.
+                let peer = running.peer().clone();
+                let mut changed = server.plugins_changed.subscribe();
+                let notifier = tokio::spawn(async move {
+                    while changed.changed().await.is_ok() {
+                        if peer.notify_tool_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let waited = running.waiting().await;
+                notifier.abort();
+                if let Err(err) = waited {
                     tracing::warn!("the MCP session ended abnormally: {err}");
                 }
             }

@@ -106,6 +106,9 @@ pub fn render(origin: &str, size: usize, report: &Inspection) -> String {
         if !described.env_vars.is_empty() {
             line("env vars:", &described.env_vars.join(", "));
         }
+        if !described.tools.is_empty() {
+            line("mcp tools:", &described.tools.join(", "));
+        }
     }
     let wit: Vec<&str> = report.packages.iter().map(String::as_str).collect();
     line(

@@ -48,6 +48,9 @@ pub struct ServerState {
     pub runtime: Runtime,
     /// How processes run: the sandbox ceiling and the kernel limits.
     pub processes: ProcessSettings,
+    /// Bumped after every reload that changed the plugins: the MCP face tells its clients
+    /// their tool list changed.
+    pub plugins_changed: tokio::sync::watch::Sender<u64>,
     /// `environmentInfo` as the `env` plugin reports it, embedded in the `initialize` result
     /// of new sessions; refreshed after a plugin reload.
     environment_info: std::sync::RwLock<Box<RawValue>>,
@@ -114,6 +117,7 @@ impl ServerState {
                 session_tasks: settings.session_tasks,
             },
             environment_info: std::sync::RwLock::new(environment_info),
+            plugins_changed: tokio::sync::watch::Sender::new(0),
         });
         if let Some(source) = settings.reload {
             reload::spawn_watcher(Arc::clone(&server), source);

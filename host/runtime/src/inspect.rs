@@ -16,7 +16,7 @@ use crate::limits::Limits;
 use crate::linked::Linked;
 use crate::plugin::validate;
 use crate::pool::describe;
-use crate::spec::{CONTRACT_VERSION, LoadError, PluginSpec};
+use crate::spec::{LoadError, PluginSpec, WIT_PACKAGE};
 use crate::state::Shared;
 
 /// The report.
@@ -46,6 +46,8 @@ pub struct Described {
     pub capabilities: Vec<&'static str>,
     /// Requested environment variables.
     pub env_vars: Vec<String>,
+    /// The MCP tools it declares.
+    pub tools: Vec<String>,
 }
 
 /// Inspects `bytes` (from `origin`, for messages).
@@ -76,9 +78,7 @@ pub async fn inspect(origin: &str, bytes: bytes::Bytes) -> Result<Inspection, Lo
     {
         Ok(pre) => pre,
         Err(err) => {
-            let reason = format!(
-                "does not fit wexec's plugin contract wexec:plugin@{CONTRACT_VERSION}: {err:#}"
-            );
+            let reason = format!("does not fit wexec's plugin contract {WIT_PACKAGE}: {err:#}");
             return Ok(Inspection {
                 packages,
                 described: None,
@@ -101,8 +101,8 @@ pub async fn inspect(origin: &str, bytes: bytes::Bytes) -> Result<Inspection, Lo
         builtin: false,
         sha256: None,
     };
-    let info = match describe(engine, &pre, &spec, &shared).await {
-        Ok(info) => info,
+    let (info, tools) = match describe(engine, &pre, &spec, &shared).await {
+        Ok(described) => described,
         Err(reason) => {
             return Ok(Inspection {
                 packages,
@@ -124,14 +124,20 @@ pub async fn inspect(origin: &str, bytes: bytes::Bytes) -> Result<Inspection, Lo
             })
             .collect(),
         env_vars: info.env_vars.clone(),
+        tools: Vec::new(),
     };
-    let verdict = validate(info, &spec, Linked::ready(pre), None, &[])
-        .map(drop)
-        .map_err(one_line);
+    let verdict =
+        validate(info, tools.as_deref(), &spec, Linked::ready(pre), None, &[]).map_err(one_line);
+    let described = Described {
+        tools: (verdict.iter())
+            .flat_map(|plugin| plugin.tools.iter().map(|tool| tool.name.clone()))
+            .collect(),
+        ..described
+    };
     Ok(Inspection {
         packages,
         described: Some(described),
-        verdict,
+        verdict: verdict.map(drop),
     })
 }
 

@@ -33,6 +33,7 @@ mod spec;
 mod state;
 pub mod threads;
 mod ticker;
+mod tools;
 mod watch;
 
 use std::collections::HashMap;
@@ -56,8 +57,11 @@ pub use self::fs::{ConnectionHandles, FileHandles, PerPlugin, WatchSlot};
 pub use self::limits::Limits;
 pub use self::plugin::{LoadedPlugin, RESERVED_NAMES, valid_plugin_name};
 pub use self::pool::{IDLE_INSTANCES_PER_PLUGIN, InstancePool};
-pub use self::spec::{CONTRACT_VERSION, LoadError, PluginSpec, read_plugin_file};
+pub use self::spec::{
+    CONTRACT_VERSION, LoadError, PluginSpec, SUPPORTED_CONTRACTS, read_plugin_file,
+};
 pub use self::state::{CallContext, Shared};
+pub use self::tools::{TOOLS_METHOD, ToolDeclaration, valid_tool_name};
 
 pub use self::facts::VERSION;
 pub use self::ticker::EPOCH_TICK;
@@ -143,7 +147,7 @@ impl Runtime {
             })
             .collect();
         // Bundled plugins described before are validated from that and linked later.
-        let remembered: Vec<Option<PluginInfo>> = specs
+        let remembered: Vec<Option<(PluginInfo, Option<String>)>> = specs
             .iter()
             .zip(&keys)
             .map(|(spec, key)| {
@@ -153,7 +157,7 @@ impl Runtime {
                 spec.builtin
                     .then(|| linked::remembered(cache, key))
                     .flatten()
-                    .filter(|info| info.contract == CONTRACT_VERSION && info.name == name)
+                    .filter(|(info, _)| info.contract == CONTRACT_VERSION && info.name == name)
             })
             .collect();
         let shared = Arc::new(Shared {
@@ -221,10 +225,17 @@ impl Runtime {
         let mut later = Vec::new();
         for ((spec, key), start) in specs.into_iter().zip(keys).zip(starts) {
             let plugin = match start {
-                Start::Remembered(info) => {
+                Start::Remembered((info, tools)) => {
                     let plugin = Arc::new(
-                        validate(info, &spec, Linked::pending(), key, &runtime.hidden)
-                            .map_err(|reason| invalid(&spec, reason))?,
+                        validate(
+                            info,
+                            tools.as_deref(),
+                            &spec,
+                            Linked::pending(),
+                            key,
+                            &runtime.hidden,
+                        )
+                        .map_err(|reason| invalid(&spec, reason))?,
                     );
                     later.push(Arc::clone(&plugin));
                     plugin
@@ -308,12 +319,19 @@ impl Runtime {
         pre: bindings::PluginPre<HostState>,
         key: Option<String>,
     ) -> Result<Arc<LoadedPlugin>, LoadError> {
-        let info = describe(engine, &pre, &spec, &self.shared)
+        let (info, tools) = describe(engine, &pre, &spec, &self.shared)
             .await
             .map_err(|reason| invalid(&spec, reason))?;
-        let description = linked::Description::of(&info);
-        let plugin = validate(info, &spec, Linked::ready(pre), key, &self.hidden)
-            .map_err(|reason| invalid(&spec, reason))?;
+        let description = linked::Description::of(&info, tools.as_deref());
+        let plugin = validate(
+            info,
+            tools.as_deref(),
+            &spec,
+            Linked::ready(pre),
+            key,
+            &self.hidden,
+        )
+        .map_err(|reason| invalid(&spec, reason))?;
         if let (true, Some(cache), Some(key)) =
             (spec.builtin, &self.linking.cache, &plugin.cache_key)
         {
@@ -562,7 +580,7 @@ impl Runtime {
 /// How a plugin starts: from the description the cache remembers (linked later), or linked
 /// now on the engine it was linked with.
 enum Start {
-    Remembered(PluginInfo),
+    Remembered((PluginInfo, Option<String>)),
     Linked(
         Arc<engine::Built>,
         Result<bindings::PluginPre<HostState>, LoadError>,

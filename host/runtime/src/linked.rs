@@ -20,7 +20,9 @@ use super::bindings::{self, PluginPre};
 use super::cache::{Cache, Entry};
 use super::engine::{Built, Core};
 use super::state::HostState;
-use crate::spec::{CONTRACT_VERSION, LoadError, PluginSpec, invalid};
+#[cfg(test)]
+use crate::spec::CONTRACT_VERSION;
+use crate::spec::{LoadError, PluginSpec, WIT_PACKAGE, invalid};
 
 /// What linking needs, shared by the runtime and the background links it starts.
 #[derive(Clone)]
@@ -67,9 +69,7 @@ impl Linking {
             .map_err(|err| {
                 invalid(
                     spec,
-                    format!(
-                        "does not fit wexec's plugin contract wexec:plugin@{CONTRACT_VERSION}: {err:#}"
-                    ),
+                    format!("does not fit wexec's plugin contract {WIT_PACKAGE}: {err:#}"),
                 )
             })
     }
@@ -213,11 +213,14 @@ pub struct Description {
     methods: Vec<String>,
     capabilities: Vec<String>,
     env_vars: Vec<String>,
+    /// Its tool declaration (contract 0.2.0), as it gave it.
+    #[serde(default)]
+    tools: Option<String>,
 }
 
 impl Description {
-    /// What `info` says, to remember.
-    pub fn of(info: &PluginInfo) -> Self {
+    /// What `info` and its tool declaration say, to remember.
+    pub fn of(info: &PluginInfo, tools: Option<&str>) -> Self {
         Self {
             name: info.name.clone(),
             version: info.version.clone(),
@@ -229,11 +232,13 @@ impl Description {
                 .map(|capability| capability_name(*capability).to_owned())
                 .collect(),
             env_vars: info.env_vars.clone(),
+            tools: tools.map(str::to_owned),
         }
     }
 
-    /// The description back, if every capability it names is one this contract has.
-    pub fn into_info(self) -> Option<PluginInfo> {
+    /// The description (and tool declaration) back, if every capability it names is one this
+    /// contract has.
+    pub fn into_info(self) -> Option<(PluginInfo, Option<String>)> {
         let capabilities = self
             .capabilities
             .iter()
@@ -247,14 +252,15 @@ impl Description {
                 .find(|capability| capability_name(*capability) == name)
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(PluginInfo {
+        let info = PluginInfo {
             name: self.name,
             version: self.version,
             contract: self.contract,
             methods: self.methods,
             capabilities,
             env_vars: self.env_vars,
-        })
+        };
+        Some((info, self.tools))
     }
 }
 
@@ -267,7 +273,7 @@ fn capability_name(capability: Capability) -> &'static str {
 }
 
 /// The cached description of the component with cache key `key`, if one was remembered.
-pub fn remembered(cache: &Cache, key: &str) -> Option<PluginInfo> {
+pub fn remembered(cache: &Cache, key: &str) -> Option<(PluginInfo, Option<String>)> {
     let data = cache.memo(&format!("{key}.describe.json"))?;
     serde_json::from_slice::<Description>(&data)
         .ok()?
@@ -297,11 +303,12 @@ mod tests {
             capabilities: vec![Capability::Filesystem, Capability::EnvironmentVars],
             env_vars: vec!["HOME".into()],
         };
-        let text = serde_json::to_string(&Description::of(&info)).unwrap();
-        let back = serde_json::from_str::<Description>(&text)
+        let text = serde_json::to_string(&Description::of(&info, Some("[]"))).unwrap();
+        let (back, tools) = serde_json::from_str::<Description>(&text)
             .unwrap()
             .into_info()
             .unwrap();
+        assert_eq!(tools.as_deref(), Some("[]"));
         assert_eq!(back.name, "fs");
         assert_eq!(back.capabilities, info.capabilities);
         assert_eq!(back.env_vars, info.env_vars);

@@ -11,7 +11,7 @@ use crate::fs::Roots;
 use crate::grants::Grants;
 use crate::limits::Limits;
 use crate::linked::{Linked, Linking};
-use crate::spec::{CONTRACT_VERSION, LoadError, PluginSpec, invalid};
+use crate::spec::{LoadError, PluginSpec, SUPPORTED_CONTRACTS, invalid};
 use crate::state::Granted;
 
 /// Names a plugin may not take: they belong to wexec's own method families.
@@ -42,6 +42,8 @@ pub struct LoadedPlugin {
     pub version: String,
     /// The methods it serves.
     pub methods: Vec<String>,
+    /// The MCP tools it declares (contract 0.2.0).
+    pub tools: Vec<crate::tools::ToolDeclaration>,
     /// What it may use: its declarations intersected with the operator's grants.
     pub grants: Grants,
     /// Its limits.
@@ -109,15 +111,17 @@ pub fn valid_plugin_name(name: &str) -> bool {
 
 pub(crate) fn validate(
     info: PluginInfo,
+    tools: Option<&str>,
     spec: &PluginSpec,
     pre: Linked,
     cache_key: Option<String>,
     hidden: &[std::path::PathBuf],
 ) -> Result<LoadedPlugin, String> {
-    if info.contract != CONTRACT_VERSION {
+    if !SUPPORTED_CONTRACTS.contains(&info.contract.as_str()) {
         return Err(format!(
-            "was built against plugin contract {}, but this wexec implements {CONTRACT_VERSION}",
-            info.contract
+            "was built against plugin contract {}, but this wexec implements {}",
+            info.contract,
+            SUPPORTED_CONTRACTS.join(" and ")
         ));
     }
     let name = &info.name;
@@ -142,6 +146,10 @@ pub(crate) fn validate(
             return Err(format!("method `{method}` must be `{name}/<method>`"));
         }
     }
+    let tools = match tools {
+        Some(declaration) => crate::tools::declarations(declaration, &info.methods)?,
+        None => Vec::new(),
+    };
     let wants_vars: BTreeSet<String> = if info.capabilities.contains(&Capability::EnvironmentVars) {
         info.env_vars.iter().cloned().collect()
     } else {
@@ -177,6 +185,7 @@ pub(crate) fn validate(
         name: info.name,
         version: info.version,
         methods: info.methods,
+        tools,
         grants,
         limits: spec.limits,
         source: spec.clone(),

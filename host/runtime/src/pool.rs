@@ -121,13 +121,15 @@ pub(crate) fn new_store(
     store
 }
 
-/// Instantiates `pre` once to read the plugin's description, within the plugin's limits.
+/// Instantiates `pre` once to read the plugin's description and, from a plugin built against
+/// a contract that has them, its tool declaration (JSON text), within the plugin's limits and
+/// without any grant.
 pub(crate) async fn describe(
     engine: &Engine,
     pre: &bindings::PluginPre<HostState>,
     spec: &PluginSpec,
     shared: &Arc<Shared>,
-) -> Result<PluginInfo, String> {
+) -> Result<(PluginInfo, Option<String>), String> {
     let placeholder = Arc::new(Granted {
         name: spec.origin.clone(),
         limits: spec.limits,
@@ -140,9 +142,22 @@ pub(crate) async fn describe(
         .instantiate_async(&mut store)
         .await
         .map_err(|err| format!("cannot be instantiated: {err:#}"))?;
-    bindings
-        .wexec_plugin_handler()
+    let handler = bindings.wexec_plugin_handler();
+    let info = handler
         .call_describe(&mut store)
         .await
-        .map_err(|err| format!("describe failed: {err:#}"))
+        .map_err(|err| format!("describe failed: {err:#}"))?;
+    if info.contract == "0.1.0" {
+        return Ok((info, None));
+    }
+    let declared = handler
+        .call_handle(&mut store, crate::tools::TOOLS_METHOD, "null")
+        .await
+        .map_err(|err| format!("declaring its tools failed: {err:#}"))?;
+    match declared {
+        Ok(tools) => Ok((info, Some(tools))),
+        // A plugin that serves no tools may answer as for any unknown method.
+        Err(error) if error.code == wexec_protocol::rpc::METHOD_NOT_FOUND => Ok((info, None)),
+        Err(error) => Err(format!("declaring its tools failed: {}", error.message)),
+    }
 }

@@ -3,8 +3,16 @@
 use crate::grants::Grants;
 use crate::limits::Limits;
 
-/// The contract version this host implements (`wit/plugin.wit`).
-pub const CONTRACT_VERSION: &str = "0.1.0";
+/// The contract version this host implements (`wit/plugin.wit`): 0.2.0 is 0.1.0's interfaces
+/// unchanged, plus the MCP tools a plugin may declare (`tools.rs`).
+pub const CONTRACT_VERSION: &str = "0.2.0";
+
+/// The WIT package a plugin's imports and exports name: unchanged since contract 0.1.0.
+pub const WIT_PACKAGE: &str = "wexec:plugin@0.1.0";
+
+/// The contract versions a plugin may have been built against: 0.1.0 plugins load unchanged
+/// (they declare no tools).
+pub const SUPPORTED_CONTRACTS: [&str; 2] = ["0.1.0", CONTRACT_VERSION];
 
 /// What to load.
 #[derive(Debug, Clone, PartialEq, Eq)]

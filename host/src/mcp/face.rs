@@ -58,6 +58,19 @@ impl Face {
         {
             tools.push(tools::fetch::tool_definition());
         }
+        for (plugin, tool) in tools::plugin::declared(server) {
+            let taken = (tools.iter())
+                .any(|listed| listed.get("name").and_then(Value::as_str) == Some(&tool.name));
+            if taken {
+                tracing::warn!(
+                    plugin = plugin.name,
+                    tool = tool.name,
+                    "a plugin's tool is not listed: an earlier tool has its name"
+                );
+                continue;
+            }
+            tools.push(tool.definition);
+        }
         tools
     }
 
@@ -77,7 +90,7 @@ impl Face {
         if name == "fetch" {
             return tools::fetch::fetch(call, arguments).await;
         }
-        Err(Failure(format!("tool {name} has no handler")))
+        tools::plugin::call(name, call, arguments).await
     }
 }
 
@@ -106,7 +119,10 @@ fn result(outcome: Outcome) -> Result<CallToolResult, McpError> {
 
 impl ServerHandler for Face {
     fn get_info(&self) -> InitializeResult {
-        let capabilities = ServerCapabilities::builder().enable_tools().build();
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("wexec", crate::VERSION))
             .with_instructions(INSTRUCTIONS)

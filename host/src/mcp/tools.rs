@@ -4,6 +4,7 @@
 
 pub mod fetch;
 pub mod files;
+pub mod plugin;
 pub mod process;
 pub mod schema;
 
@@ -31,6 +32,14 @@ impl Answer {
         Self {
             content: vec![text_block(value.to_string())],
             structured: Some(value),
+        }
+    }
+
+    /// A text answer without structured content (a tool without an output schema).
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![text_block(text.into())],
+            structured: None,
         }
     }
 

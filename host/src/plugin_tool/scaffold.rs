@@ -122,7 +122,7 @@ strip = true
 const LIB_RS: &str = r#"//! The `{{name}}` wexec plugin.
 
 use serde::{Deserialize, Serialize};
-use wexec_guest::{Call, Info, Plugin, Response, RpcError};
+use wexec_guest::{Call, Info, Plugin, Response, RpcError, Tool};
 
 struct Main;
 
@@ -141,7 +141,27 @@ impl Plugin for Main {
     fn info() -> Info {
         // Ask for capabilities here, e.g. `.capability(wexec_guest::Capability::Filesystem)`;
         // the operator grants them in wexec.toml.
-        Info::new("{{name}}", env!("CARGO_PKG_VERSION")).method("{{name}}/echo")
+        Info::new("{{name}}", env!("CARGO_PKG_VERSION"))
+            .method("{{name}}/echo")
+            // `wexec mcp` lists this tool and calls `{{name}}/echo` with its arguments.
+            .tool(
+                Tool::new("{{name}}_echo", "{{name}}/echo")
+                    .title("Echo")
+                    .description("Returns the text it was given, with its length in bytes.")
+                    .input_schema(serde_json::json!({
+                        "type": "object",
+                        "properties": {"text": {"type": "string"}},
+                        "required": ["text"],
+                    }))
+                    .output_schema(serde_json::json!({
+                        "type": "object",
+                        "properties": {"text": {"type": "string"}, "length": {"type": "integer"}},
+                        "required": ["text", "length"],
+                    }))
+                    .read_only(true)
+                    .idempotent(true)
+                    .open_world(false),
+            )
     }
 
     fn handle(call: Call) -> Result<Response, RpcError> {
@@ -185,6 +205,9 @@ printf '%s\n' \
   '{"id":2,"method":"{{name}}/echo","params":{"text":"hi"}}' |
   wexec --plugin target/wasm32-wasip2/release/{{crate}}.wasm
 ```
+
+Its MCP tool, `{{name}}_echo`, is listed and callable by any MCP client of
+`wexec mcp --plugin target/wasm32-wasip2/release/{{crate}}.wasm`.
 
 To grant capabilities, list the plugin in a `wexec.toml` and run `wexec --config wexec.toml`
 (see wexec's docs/plugins.md).

@@ -66,6 +66,9 @@ async fn reload(server: &ServerState, source: &ReloadSource, reason: &str) {
         }
         Ok(changed) => {
             tracing::info!(plugins = ?changed, "plugins reloaded ({reason})");
+            server
+                .plugins_changed
+                .send_modify(|generation| *generation += 1);
             if let Err(err) = server.refresh_environment_info().await {
                 tracing::error!("after the reload: {err}");
             }

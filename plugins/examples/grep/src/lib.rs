@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use regex::{Regex, RegexBuilder};
 use serde::{Deserialize, Serialize};
-use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, fs, path};
+use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, Tool, fs, path};
 
 /// Most results a call may ask for.
 const MAX_RESULTS: usize = 10_000;
@@ -71,6 +71,45 @@ impl Plugin for Grep {
         Info::new("grep", env!("CARGO_PKG_VERSION"))
             .method("grep/search")
             .capability(Capability::Filesystem)
+            .tool(
+                Tool::new("grep", "grep/search")
+                    .title("Search file contents")
+                    .description(
+                        "Searches files under a directory (or one file) for lines matching a \
+                         regular expression (Rust regex syntax) and returns each match's path, \
+                         line number and text.",
+                    )
+                    .input_schema(serde_json::json!({
+                        "type": "object",
+                        "properties": {
+                            "pattern": {"type": "string", "description": "A regular expression."},
+                            "path": {"type": "string", "description": "An absolute path or file:// URI."},
+                            "caseInsensitive": {"type": "boolean"},
+                            "maxResults": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS},
+                            "maxFileBytes": {"type": "integer", "minimum": 0},
+                            "includeHidden": {"type": "boolean"},
+                        },
+                        "required": ["pattern", "path"],
+                        "additionalProperties": false,
+                    }))
+                    .output_schema(serde_json::json!({
+                        "type": "object",
+                        "properties": {
+                            "matches": {"type": "array", "items": {"type": "object", "properties": {
+                                "path": {"type": "string"},
+                                "line": {"type": "integer"},
+                                "text": {"type": "string"},
+                            }}},
+                            "truncated": {"type": "boolean"},
+                            "filesSearched": {"type": "integer"},
+                            "skipped": {"type": "array"},
+                        },
+                        "required": ["matches", "truncated", "filesSearched", "skipped"],
+                    }))
+                    .read_only(true)
+                    .idempotent(true)
+                    .open_world(false),
+            )
     }
 
     fn handle(call: Call) -> Result<Response, RpcError> {

@@ -18,6 +18,17 @@ use wexec::plugin::{environment, filesystem, http, log, responder};
 
 struct Probe;
 
+/// Its MCP tools: one that answers, and the misbehaviours a tool call must survive.
+const TOOLS: &str = r#"[
+  {"name": "probe_echo", "method": "probe/echo", "description": "Returns its arguments.",
+   "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+   "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}},
+  {"name": "probe_spin", "method": "probe/spin", "description": "Loops forever."},
+  {"name": "probe_grow", "method": "probe/grow", "description": "Allocates forever."},
+  {"name": "probe_panic", "method": "probe/panic", "description": "Panics."},
+  {"name": "probe_fail", "method": "probe/fail", "description": "Fails with its own error."}
+]"#;
+
 /// Calls served by this instance: shows whether instances are reused, and never shared.
 static CALLS: AtomicU64 = AtomicU64::new(0);
 
@@ -42,7 +53,8 @@ impl Guest for Probe {
         PluginInfo {
             name: "probe".into(),
             version: "1.2.3".into(),
-            contract: "0.1.0".into(),
+            // 0.2.0: it declares MCP tools (`wexec:tools`), answered without the SDK.
+            contract: "0.2.0".into(),
             methods: [
                 "echo", "fail", "spin", "grow", "panic", "read", "fetch", "env", "var", "stream",
                 "calls", "noop", "contents",
@@ -64,6 +76,7 @@ impl Guest for Probe {
         let parsed: serde_json::Value = serde_json::from_str(&params)
             .map_err(|err| error(-32602, format!("params are not JSON: {err}")))?;
         match method.as_str() {
+            "wexec:tools" => Ok(TOOLS.into()),
             "probe/noop" => Ok("{}".into()),
             "probe/echo" => Ok(params),
             "probe/calls" => Ok(calls.to_string()),

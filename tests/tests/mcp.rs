@@ -1,0 +1,225 @@
+//! `wexec mcp` over stdio, driven line by line: plugin tools (declared by contract 0.2.0
+//! plugins, served under their own grants), plugins that trap, loop or eat memory behind a
+//! tool, 0.1.0 plugins still loading, the tool list following a reload, and file resources.
+//! The real clients' tests are in mcp_clients.rs.
+
+#![expect(
+    clippy::expect_used,
+    reason = "test helpers: a failed expectation is a failed test"
+)]
+
+use serde_json::{Value, json};
+use wexec_tests::{Client, Server, TempDir, spawn_stdio};
+
+/// A `wexec mcp` on stdio after the 2025-11-25 handshake.
+struct Mcp {
+    server: Server,
+    client: Client,
+    next: i64,
+}
+
+impl Mcp {
+    async fn start(args: &[&str]) -> Self {
+        let mut all = vec!["mcp"];
+        all.extend_from_slice(args);
+        let (server, client) = spawn_stdio(&all);
+        let mut mcp = Self {
+            server,
+            client,
+            next: 1,
+        };
+        let init = mcp
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "wexec-tests", "version": "0"}}),
+            )
+            .await;
+        assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+        mcp.client
+            .send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        mcp
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.client
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.client.reply_to(&json!(id)).await
+    }
+
+    async fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        let reply = self
+            .request("tools/call", json!({"name": name, "arguments": arguments}))
+            .await;
+        reply
+            .get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("tools/call {name} failed: {reply}"))
+    }
+
+    async fn tool_names(&mut self) -> Vec<String> {
+        let listed = self.request("tools/list", json!({})).await;
+        (listed["result"]["tools"].as_array().expect("tools").iter())
+            .map(|tool| tool["name"].as_str().expect("name").to_owned())
+            .collect()
+    }
+}
+
+fn text(result: &Value) -> String {
+    (result["content"].as_array().expect("content").iter())
+        .filter_map(|block| block["text"].as_str())
+        .collect()
+}
+
+fn wasm(variable: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| panic!("{variable} (set by tests/build.rs)"))
+}
+
+/// A config granting grep `root` read-only, and loading the probe with `limits`.
+fn config(dir: &TempDir, root: &str, with_grep: bool) -> String {
+    let mut text = format!(
+        "[[plugins]]\nfile = \"{}\"\ntime-limit-ms = 500\nmemory-limit-mib = 64\n",
+        wasm("WEXEC_PROBE_WASM")
+    );
+    if with_grep {
+        text.push_str(&format!(
+            "\n[[plugins]]\nfile = \"{}\"\nread-only-roots = [\"{root}\"]\n",
+            wasm("WEXEC_GREP_WASM")
+        ));
+    }
+    let path = dir.path().join("wexec.toml");
+    // Written whole then renamed, as a deploy would.
+    let temporary = dir.path().join("wexec.toml.new");
+    std::fs::write(&temporary, text).expect("write config");
+    std::fs::rename(&temporary, &path).expect("rename config");
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn plugin_tools_are_listed_and_served_under_their_plugins_grants() {
+    let dir = TempDir::new();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).expect("mkdir");
+    std::fs::write(root.join("notes.txt"), "alpha\nneedle here\n").expect("write");
+    let root = root.display().to_string();
+    let config = config(&dir, &root, true);
+    let mut mcp = Mcp::start(&["--fs-root", &root, "--config", &config]).await;
+    let listed = mcp.request("tools/list", json!({})).await;
+    let tools = listed["result"]["tools"].as_array().expect("tools");
+    let grep = tools
+        .iter()
+        .find(|tool| tool["name"] == "grep")
+        .expect("grep");
+    assert_eq!(grep["annotations"]["readOnlyHint"], true, "{grep}");
+    assert_eq!(grep["inputSchema"]["required"], json!(["pattern", "path"]));
+    assert!(
+        grep.get("method").is_none(),
+        "the serving method is not shown: {grep}"
+    );
+    let found = mcp
+        .tool("grep", json!({"pattern": "needle", "path": root}))
+        .await;
+    assert_eq!(found["isError"], false, "{found}");
+    assert_eq!(
+        found["structuredContent"]["matches"][0]["line"], 2,
+        "{found}"
+    );
+    assert_eq!(text(&found), found["structuredContent"].to_string());
+    // Its own grants: not the file tools' (/), not another plugin's.
+    let outside = mcp
+        .tool("grep", json!({"pattern": "x", "path": "/etc"}))
+        .await;
+    assert_eq!(outside["isError"], true, "{outside}");
+    assert!(
+        text(&outside).contains("outside the allowed roots"),
+        "{outside}"
+    );
+    let bad = mcp.tool("grep", json!({"pattern": "x"})).await;
+    assert_eq!(bad["isError"], true);
+    assert_eq!(
+        text(&bad),
+        "invalid arguments for grep: missing required argument `path`"
+    );
+    let echoed = mcp.tool("probe_echo", json!({"text": "hi"})).await;
+    assert_eq!(
+        echoed["structuredContent"],
+        json!({"text": "hi"}),
+        "{echoed}"
+    );
+    let failed = mcp.tool("probe_fail", json!({})).await;
+    assert_eq!(failed["isError"], true);
+    assert_eq!(
+        text(&failed),
+        "plugin `probe` (probe/fail): probe failed on purpose"
+    );
+    let unknown = mcp
+        .request("tools/call", json!({"name": "nope", "arguments": {}}))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    drop(mcp.server);
+}
+
+#[tokio::test]
+async fn a_plugin_tool_that_loops_eats_memory_or_panics_is_an_error_and_the_host_keeps_serving() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    std::fs::write(dir.path().join("a.txt"), "still here").expect("write");
+    let config = config(&dir, &root, false);
+    let mut mcp = Mcp::start(&["--fs-root", &root, "--config", &config]).await;
+    for (tool, says) in [
+        ("probe_spin", "time limit"),
+        ("probe_grow", "memory"),
+        ("probe_panic", "probe"),
+    ] {
+        let result = mcp.tool(tool, json!({})).await;
+        assert_eq!(result["isError"], true, "{tool}: {result}");
+        let message = text(&result);
+        assert!(
+            message.starts_with(&format!("plugin `probe` (probe/{})", &tool[6..])),
+            "{tool}: {message}"
+        );
+        assert!(message.contains(says), "{tool}: {message}");
+        let read = mcp.tool("read_text_file", json!({"path": "a.txt"})).await;
+        assert_eq!(text(&read), "still here", "after {tool}");
+    }
+    drop(mcp.server);
+}
+
+#[tokio::test]
+async fn plugins_of_contract_0_1_0_still_load_and_declare_no_tools() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let hostile = wasm("WEXEC_HOSTILE_WASM");
+    let mut mcp = Mcp::start(&["--fs-root", &root, "--plugin", &hostile]).await;
+    let names = mcp.tool_names().await;
+    assert!(names.contains(&"read_text_file".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|name| name.contains("hostile")),
+        "{names:?}"
+    );
+    drop(mcp.server);
+}
+
+#[tokio::test]
+async fn a_reload_that_changes_the_plugins_updates_the_tool_list_and_says_so() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let config = config(&dir, &root, true);
+    let mut mcp = Mcp::start(&["--fs-root", &root, "--config", &config]).await;
+    assert!(mcp.tool_names().await.contains(&"grep".to_owned()));
+    self::config(&dir, &root, false);
+    mcp.server.kill_with("HUP").await;
+    let notification = mcp.client.next_notification().await;
+    assert_eq!(
+        notification["method"], "notifications/tools/list_changed",
+        "{notification}"
+    );
+    let names = mcp.tool_names().await;
+    assert!(!names.contains(&"grep".to_owned()), "{names:?}");
+    assert!(names.contains(&"probe_echo".to_owned()), "{names:?}");
+    drop(mcp.server);
+}
