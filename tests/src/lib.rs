@@ -862,3 +862,83 @@ pub fn managed(cwd: &Path, entries: Vec<Value>, network: &str) -> Value {
         "useLegacyLandlock": false,
     })
 }
+
+/// A scripted model: a local Responses API (as Codex's CLI speaks it) whose every answer is
+/// the one output item `respond` gives for the request body. Returns its address and every
+/// request body it was sent.
+pub async fn scripted_model(
+    respond: impl Fn(&Value) -> Value + Send + Sync + 'static,
+) -> (String, Arc<Mutex<Vec<Value>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let bodies = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&bodies);
+    let respond = Arc::new(respond);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            let respond = Arc::clone(&respond);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    head.push(byte[0]);
+                }
+                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length:"))
+                    .and_then(|value| value.trim().parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0u8; length];
+                if stream.read_exact(&mut body).await.is_err() {
+                    return;
+                }
+                let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let item = respond(&request);
+                seen.lock().expect("lock").push(request);
+                let events = [
+                    json!({"type": "response.created", "response": {"id": "r"}}),
+                    json!({"type": "response.output_item.done", "item": item}),
+                    json!({"type": "response.completed", "response": {"id": "r", "usage": {
+                        "input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
+                        "output_tokens_details": null, "total_tokens": 2}}}),
+                ];
+                let data: String = events
+                    .iter()
+                    .map(|event| {
+                        format!(
+                            "event: {}\ndata: {event}\n\n",
+                            event["type"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{data}",
+                    data.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    (addr, bodies)
+}
+
+/// A scripted model's output item: an assistant message saying `text`.
+pub fn model_says(text: &str) -> Value {
+    json!({"type": "message", "role": "assistant", "id": "m1",
+           "content": [{"type": "output_text", "text": text}]})
+}
+
+/// A scripted model's output item: a call of function `name` with `arguments`.
+pub fn model_calls(name: &str, arguments: &Value) -> Value {
+    let call_id = format!("call-{}", uuid::Uuid::new_v4());
+    json!({"type": "function_call", "id": "fc1", "call_id": call_id, "name": name,
+           "arguments": arguments.to_string()})
+}

@@ -1,7 +1,7 @@
 //! The real Codex CLI 0.169 pointed at wexec (`CODEX_EXEC_SERVER_URL`), driven by a scripted
 //! model (a local Responses API that answers one tool call, then "done"): its commands and
 //! patches under `-s read-only` and `-s workspace-write` end as against its own exec-server.
-//! Skipped, saying so, unless `CODEX_BIN` names the `codex` binary of `@openai/codex@0.169.0`
+//! Skipped, saying so (failed under CI), unless `CODEX_BIN` names the `codex` binary of `@openai/codex@0.169.0`
 //! (`.ci/run` installs it).
 
 #![expect(
@@ -13,81 +13,24 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wexec_tests::{TempDir, spawn_websocket};
 
 /// A Responses API that calls `exec_command` with `command` first, then says "done"; it
 /// keeps every request body.
 async fn scripted_model(command: String) -> (String, Arc<Mutex<Vec<Value>>>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let bodies = Arc::new(Mutex::new(Vec::new()));
-    let seen = Arc::clone(&bodies);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let seen = Arc::clone(&seen);
-            let command = command.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    if stream.read(&mut byte).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    head.push(byte[0]);
-                }
-                let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|line| line.strip_prefix("content-length:"))
-                    .and_then(|value| value.trim().parse().ok())
-                    .unwrap_or(0);
-                let mut body = vec![0u8; length];
-                if stream.read_exact(&mut body).await.is_err() {
-                    return;
-                }
-                let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                let answered = request["input"].as_array().is_some_and(|input| {
-                    input
-                        .iter()
-                        .any(|item| item["type"] == "function_call_output")
-                });
-                seen.lock().expect("lock").push(request);
-                let item = if answered {
-                    json!({"type": "message", "role": "assistant", "id": "m1",
-                           "content": [{"type": "output_text", "text": "done"}]})
-                } else {
-                    json!({"type": "function_call", "id": "fc1", "call_id": "call1", "name": "exec_command",
-                           "arguments": json!({"cmd": command}).to_string()})
-                };
-                let events = [
-                    json!({"type": "response.created", "response": {"id": "r"}}),
-                    json!({"type": "response.output_item.done", "item": item}),
-                    json!({"type": "response.completed", "response": {"id": "r", "usage": {
-                        "input_tokens": 1, "input_tokens_details": null, "output_tokens": 1,
-                        "output_tokens_details": null, "total_tokens": 2}}}),
-                ];
-                let data: String = events
-                    .iter()
-                    .map(|event| {
-                        format!(
-                            "event: {}\ndata: {event}\n\n",
-                            event["type"].as_str().unwrap_or("")
-                        )
-                    })
-                    .collect();
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{data}",
-                    data.len()
-                );
-                let _ = stream.write_all(reply.as_bytes()).await;
-                let _ = stream.shutdown().await;
-            });
+    wexec_tests::scripted_model(move |request| {
+        let answered = request["input"].as_array().is_some_and(|input| {
+            input
+                .iter()
+                .any(|item| item["type"] == "function_call_output")
+        });
+        if answered {
+            wexec_tests::model_says("done")
+        } else {
+            wexec_tests::model_calls("exec_command", &json!({"cmd": command}))
         }
-    });
-    (addr, bodies)
+    })
+    .await
 }
 
 /// Runs `codex exec -s <mode>` in `work` against wexec at `url`; returns what the scripted
@@ -140,8 +83,9 @@ async fn codex_exec(
 
 #[tokio::test]
 async fn codex_runs_commands_and_patches_through_wexec_in_its_sandbox_modes() {
-    let Ok(codex) = std::env::var("CODEX_BIN") else {
-        eprintln!("skipped: set CODEX_BIN to the codex binary of @openai/codex@0.169.0");
+    let Some(codex) =
+        wexec_tests::real_client("CODEX_BIN", "the codex binary of @openai/codex@0.169.0")
+    else {
         return;
     };
     let dir = TempDir::new();

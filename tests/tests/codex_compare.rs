@@ -1,7 +1,7 @@
 //! The same scripted session against Codex's own exec-server 0.169 and against wexec, compared
 //! reply by reply, field by field: how drift from the reference is caught. Every allowance
 //! below names the difference of docs/protocol.md §2 it stands for; everything else must be
-//! equal. Skipped, saying so, unless `CODEX_BIN` names the `codex` binary of
+//! equal. Skipped, saying so (failed under CI), unless `CODEX_BIN` names the `codex` binary of
 //! `@openai/codex@0.169.0` (`.ci/run` installs it).
 //!
 //! Both servers work on the same fixture path, rebuilt before each run, with the fixture as
@@ -673,8 +673,9 @@ fn normalized(reply: &Value, compare: Compare) -> Value {
 
 #[tokio::test]
 async fn a_scripted_session_answers_as_codex_exec_server_does() {
-    let Ok(codex) = std::env::var("CODEX_BIN") else {
-        eprintln!("skipped: set CODEX_BIN to the codex binary of @openai/codex@0.169.0");
+    let Some(codex) =
+        wexec_tests::real_client("CODEX_BIN", "the codex binary of @openai/codex@0.169.0")
+    else {
         return;
     };
     let dir = TempDir::new();

@@ -4,7 +4,7 @@
 //!
 //! The keywords checked are the ones wexec's own schemas use and the common core of plugin
 //! schemas: `type` (one or a list), `properties`, `required`, `additionalProperties: false`,
-//! `items`, `enum`, `const`, `minimum`, `maximum`, `minLength`, `maxLength`, `minItems`,
+//! `items`, `anyOf`, `oneOf`, `enum`, `const`, `minimum`, `maximum`, `minLength`, `maxLength`, `minItems`,
 //! `maxItems`. Other keywords are accepted unchecked: the tool still validates what it uses.
 
 use serde_json::Value;
@@ -48,6 +48,16 @@ fn check_at(schema: &Value, value: &Value, at: &str, depth: usize) -> Result<(),
                     .join(" or "),
                 describe(value)
             ));
+        }
+    }
+    for (keyword, exactly_one) in [("anyOf", false), ("oneOf", true)] {
+        if let Some(branches) = schema.get(keyword).and_then(Value::as_array) {
+            let matching = (branches.iter())
+                .filter(|branch| check_at(branch, value, at, depth + 1).is_ok())
+                .count();
+            if matching == 0 || (exactly_one && matching > 1) {
+                return Err(format!("{}: none of the allowed forms matches", field()));
+            }
         }
     }
     if let Some(choices) = schema.get("enum").and_then(Value::as_array)
@@ -246,6 +256,12 @@ mod tests {
             );
         }
         assert_eq!(check(&schema(), &json!({"path": "a", "head": 2.0})), Ok(()));
+        let nullable = json!({"anyOf": [{"type": "integer"}, {"type": "null"}]});
+        assert_eq!(check(&nullable, &Value::Null), Ok(()));
+        assert_eq!(
+            check(&nullable, &json!("x")),
+            Err("the arguments: none of the allowed forms matches".to_owned())
+        );
     }
 
     #[test]
