@@ -289,13 +289,14 @@ impl ReloadSource {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StartupError {
     /// `ws://` with something other than a literal IP and port.
-    #[error(
-        "invalid --listen URL `{0}`; expected `ws://IP:PORT` (or, for wexec mcp, `http://IP:PORT/PATH`)"
-    )]
+    #[error("invalid websocket --listen URL `{0}`; expected `ws://IP:PORT`")]
     InvalidWebSocketUrl(String),
     /// Neither stdio nor ws.
     #[error("unsupported --listen URL `{0}`; expected `ws://IP:PORT` or `stdio`")]
     UnsupportedListenUrl(String),
+    /// `wexec mcp` with an `http://` URL that is not `http://IP:PORT/PATH`.
+    #[error("invalid --listen URL `{0}`; expected `http://IP:PORT/PATH` with a literal IP")]
+    InvalidHttpUrl(String),
     /// `wexec mcp` with something other than stdio or `http://IP:PORT/PATH`.
     #[error(
         "unsupported --listen URL `{0}` for wexec mcp; expected `http://IP:PORT/PATH` or `stdio`"
@@ -671,7 +672,10 @@ pub fn parse_listen(url: &str, face: Face) -> Result<Listen, StartupError> {
         Some(slash) => rest.split_at(slash),
         None => (rest, ""),
     };
-    let invalid = || StartupError::InvalidWebSocketUrl(url.to_owned());
+    let invalid = || match face {
+        Face::Codex => StartupError::InvalidWebSocketUrl(url.to_owned()),
+        Face::Mcp => StartupError::InvalidHttpUrl(url.to_owned()),
+    };
     let addr: SocketAddr = authority.parse().map_err(|_| invalid())?;
     // `SocketAddr` also parses forms like `[::1%eth0]:80`; insist on a plain literal IP.
     let host = authority.rsplit_once(':').map_or("", |(host, _)| host);
@@ -769,7 +773,12 @@ mod tests {
                 "{url}"
             );
         }
-        assert!(parse_listen("http://localhost:80/mcp", Face::Mcp).is_err());
+        assert_eq!(
+            parse_listen("http://localhost:80/mcp", Face::Mcp),
+            Err(StartupError::InvalidHttpUrl(
+                "http://localhost:80/mcp".to_owned()
+            ))
+        );
         assert!(parse_listen("ws://127.0.0.1:80/path", Face::Codex).is_err());
         let mcp = Options::try_parse_from(["wexec", "mcp", "--fs-root", "/tmp", "--no-processes"]);
         match mcp.unwrap().command {

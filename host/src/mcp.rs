@@ -6,6 +6,7 @@ pub mod door;
 pub mod face;
 mod http;
 pub mod progress;
+pub mod resources;
 pub mod tools;
 
 use std::future::Future;

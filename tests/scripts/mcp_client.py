@@ -184,6 +184,21 @@ async def processes(client, root, outside):
     check(not alive_with(marker), "a cancelled command's processes outlived it")
 
 
+async def resources(client, root, outside):
+    listed = await client.list_resources()
+    uris = {resource.uri for resource in listed.resources}
+    check(f"file://{root}/moved.txt" in uris, f"resources/list: {sorted(uris)}")
+    read = await client.read_resource(f"file://{root}/moved.txt")
+    check(read.contents[0].text.startswith("one\n"), f"resources/read: {read.contents}")
+    templates = await client.list_resource_templates()
+    check(templates.resource_templates[0].uri_template == "file://{+path}", f"templates: {templates}")
+    try:
+        await client.read_resource(f"file://{outside}/secret.txt")
+        check(False, "a resource outside the roots was read")
+    except MCPError as error:
+        check("outside" in error.error.message, f"resources/read outside: {error.error}")
+
+
 async def fetch(client):
     port = serve_http()
     got = await ok(client, "fetch", {"url": f"http://127.0.0.1:{port}/page"})
@@ -218,6 +233,7 @@ async def main():
         except MCPError as error:
             check(error.error.code == -32602, f"unknown tool: {error.error}")
         await files(client, args.root, args.outside)
+        await resources(client, args.root, args.outside)
         await processes(client, args.root, args.outside)
         await fetch(client)
     print(json.dumps({"protocol_version": version, "tools": sorted(names)}))

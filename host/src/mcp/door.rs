@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::tools::Failure;
 use crate::process::{EventPort, ProcessEvent};
 use crate::rpc::{RequestId, RpcError};
 use crate::server::ServerState;
@@ -155,9 +154,9 @@ impl Door {
     /// A tool's path argument as an absolute path: absolute as given, relative to the first
     /// root otherwise (as server-filesystem resolves them), or to wexec's working directory
     /// without roots. Whether the path is allowed is the plugin's to say.
-    pub fn resolve(&self, path: &str) -> Result<String, Failure> {
+    pub fn resolve(&self, path: &str) -> Result<String, String> {
         if path.is_empty() {
-            return Err("the path is empty".into());
+            return Err("the path is empty".to_owned());
         }
         if path.starts_with('/') || path.starts_with("file:") {
             return Ok(path.to_owned());
@@ -165,7 +164,7 @@ impl Door {
         let base = match self.roots().into_iter().next() {
             Some(root) => root,
             None => std::env::current_dir()
-                .map_err(|err| Failure(format!("cannot resolve `{path}`: {err}")))?
+                .map_err(|err| format!("cannot resolve `{path}`: {err}"))?
                 .to_string_lossy()
                 .into_owned(),
         };

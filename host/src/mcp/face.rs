@@ -8,7 +8,8 @@ use rmcp::ErrorData as McpError;
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, Tool,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
@@ -94,6 +95,11 @@ impl Face {
     }
 }
 
+/// An SDK result from the JSON the MCP face builds.
+fn decode<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, McpError> {
+    serde_json::from_value(value).map_err(|err| McpError::internal_error(err.to_string(), None))
+}
+
 /// The tool result of `outcome`; `resultType` as the SDK's constructors set it (it leaves it
 /// out for legacy clients).
 fn result(outcome: Outcome) -> Result<CallToolResult, McpError> {
@@ -122,6 +128,7 @@ impl ServerHandler for Face {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_resources()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("wexec", crate::VERSION))
@@ -134,8 +141,35 @@ impl ServerHandler for Face {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         // `resultType` as the SDK's constructors set it; it leaves it out for legacy clients.
-        let tools = json!({"tools": self.definitions(), "resultType": "complete"});
-        serde_json::from_value(tools).map_err(|err| McpError::internal_error(err.to_string(), None))
+        decode(json!({"tools": self.definitions(), "resultType": "complete"}))
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let cursor = request
+            .as_ref()
+            .and_then(|request| request.cursor.as_deref());
+        decode(super::resources::list(&self.door, cursor).await?)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        decode(super::resources::templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let read = super::resources::read(&self.door, &request.uri).await?;
+        decode::<ReadResourceResult>(read).map(ReadResourceResponse::from)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -198,7 +198,7 @@ pub async fn call(name: &str, call: &Call, arguments: &Value) -> Option<Outcome>
 fn path_of(door: &Door, arguments: &Value, name: &str) -> Result<String, Failure> {
     let path =
         string(arguments, name).ok_or_else(|| format!("missing required argument `{name}`"))?;
-    door.resolve(path)
+    door.resolve(path).map_err(Failure)
 }
 
 /// Reads the file at `path` (absolute).
@@ -317,7 +317,7 @@ async fn read_multiple_files(door: &Door, arguments: &Value) -> Outcome {
     let reads = paths.iter().map(|path| async move {
         let read = match door.resolve(path) {
             Ok(resolved) => read_text(door, &resolved).await,
-            Err(failure) => Err(failure),
+            Err(reason) => Err(Failure(reason)),
         };
         match read {
             Ok(text) => format!("{path}:\n{text}\n"),
