@@ -30,7 +30,9 @@ pub async fn serve_stdio(
         .map_err(|error| std::io::Error::other(error.message))?;
     let face = Face::new(Arc::clone(&door));
     let serving = async {
-        match face.serve(rmcp::transport::stdio()).await {
+        // Non-blocking pipes when the client gave pipes (as MCP clients do): no hand-off to a
+        // blocking thread per read and per write.
+        match face.serve(rmcp::transport::stdio_pipes()).await {
             Ok(running) => {
                 // A reload that changed the plugins may have changed the tool list.
                 let peer = running.peer().clone();
