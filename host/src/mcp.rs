@@ -7,6 +7,7 @@ pub mod face;
 mod http;
 pub mod progress;
 pub mod resources;
+pub mod subscriptions;
 pub mod tools;
 
 use std::future::Future;

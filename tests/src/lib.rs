@@ -626,6 +626,11 @@ impl Client {
         }
     }
 
+    /// The notifications stashed while waiting for replies, taken.
+    pub fn take_stashed_notifications(&mut self) -> Vec<Value> {
+        self.notifications.drain(..).collect()
+    }
+
     /// Asserts the connection closes next (nothing else arrives first).
     pub async fn expect_closed(&mut self) -> Option<u16> {
         match self.receive().await {

@@ -223,3 +223,56 @@ async fn a_reload_that_changes_the_plugins_updates_the_tool_list_and_says_so() {
     assert!(names.contains(&"probe_echo".to_owned()), "{names:?}");
     drop(mcp.server);
 }
+
+#[tokio::test]
+async fn a_subscribed_file_reports_each_change_until_unsubscribed_and_outside_files_are_refused() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let file = dir.path().join("watched.txt");
+    std::fs::write(&file, "one\n").expect("write");
+    let uri = format!("file://{}", file.display());
+    let mut mcp = Mcp::start(&["--fs-root", &root]).await;
+    let subscribed = mcp
+        .request("resources/subscribe", json!({"uri": uri}))
+        .await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    for line in ["two\n", "three\n"] {
+        let mut text = std::fs::read_to_string(&file).expect("read");
+        text.push_str(line);
+        std::fs::write(&file, text).expect("write");
+        let updated = mcp.client.next_notification().await;
+        assert_eq!(
+            updated["method"], "notifications/resources/updated",
+            "{updated}"
+        );
+        assert_eq!(updated["params"]["uri"], uri.as_str());
+        // The watch is re-armed after a quiet moment.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    let read = mcp.request("resources/read", json!({"uri": uri})).await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "one\ntwo\nthree\n",
+        "{read}"
+    );
+    let outside = mcp
+        .request(
+            "resources/subscribe",
+            json!({"uri": "file:///etc/hostname"}),
+        )
+        .await;
+    assert_eq!(outside["error"]["code"], -32602, "{outside}");
+    let unsubscribed = mcp
+        .request("resources/unsubscribe", json!({"uri": uri}))
+        .await;
+    assert_eq!(unsubscribed["result"], json!({}));
+    std::fs::write(&file, "changed after\n").expect("write");
+    // Nothing arrives for it: only the pings' replies.
+    let pong = mcp.request("ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let pong = mcp.request("ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    let stray = mcp.client.take_stashed_notifications();
+    assert!(stray.is_empty(), "notified after unsubscribing: {stray:?}");
+    drop(mcp.server);
+}

@@ -28,6 +28,9 @@ use crate::transport::{OUTBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
 /// Process events queued for the face before the pump waits (as it waits for a slow client).
 const EVENT_QUEUE: usize = 256;
 
+/// Notifications of one line queued before later ones are dropped.
+const NOTIFICATION_QUEUE: usize = 16;
+
 /// Events queued for one watcher of a process before the router waits for it.
 const WATCHER_QUEUE: usize = 64;
 
@@ -39,16 +42,55 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Result<Value, RpcError>>>>>;
 type Watchers = Arc<Mutex<HashMap<String, mpsc::Sender<ProcessEvent>>>>;
 
+/// One connection of a door's session, with its own outbound queue: replies are matched to
+/// their calls by id, notifications (`fs/missingChanged`) handed to whoever listens. A watch
+/// belongs to its connection (one each, docs/protocol.md §9.6), so each subscription has a
+/// line of its own.
+pub struct Line {
+    connection: Arc<ConnectionContext>,
+    dispatcher: Dispatcher,
+    pending: Pending,
+    next_id: AtomicI64,
+    closing: watch::Sender<bool>,
+    notifications: tokio::sync::Mutex<mpsc::Receiver<Value>>,
+}
+
+impl Line {
+    fn new(peer: String) -> Self {
+        let (outbound, replies) = Outbound::channel();
+        let (closing, closed) = watch::channel(false);
+        let (notify, notifications) = mpsc::channel(NOTIFICATION_QUEUE);
+        let line = Self {
+            connection: Arc::new(ConnectionContext::new(peer, outbound, closed)),
+            dispatcher: Dispatcher::new(),
+            pending: Arc::default(),
+            next_id: AtomicI64::new(1),
+            closing,
+            notifications: tokio::sync::Mutex::new(notifications),
+        };
+        tokio::spawn(route_replies(replies, Arc::clone(&line.pending), notify));
+        line
+    }
+
+    /// The next notification sent on this line; `None` once it is closed.
+    pub async fn next_notification(&self) -> Option<Value> {
+        self.notifications.lock().await.recv().await
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        // Ends what waits on the connection (a long poll, its watch).
+        let _ = self.closing.send(true);
+    }
+}
+
 /// One MCP client's session on the server.
 pub struct Door {
     server: Arc<ServerState>,
     session: SessionHandle,
-    connection: Arc<ConnectionContext>,
-    dispatcher: Dispatcher,
-    pending: Pending,
+    main: Line,
     watchers: Watchers,
-    next_id: AtomicI64,
-    closing: watch::Sender<bool>,
     /// Processes started through the door: id → (command as shown, cwd).
     started: Mutex<BTreeMap<String, (String, String)>>,
     next_process: AtomicU64,
@@ -57,7 +99,7 @@ pub struct Door {
 impl std::fmt::Debug for Door {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Door")
-            .field("peer", &self.connection.peer)
+            .field("peer", &self.main.connection.peer)
             .finish_non_exhaustive()
     }
 }
@@ -65,30 +107,29 @@ impl std::fmt::Debug for Door {
 impl Door {
     /// Opens a session for the MCP client named `peer` (as error texts name it).
     pub fn open(server: Arc<ServerState>, peer: String) -> Result<Arc<Self>, RpcError> {
-        let (outbound, replies) = Outbound::channel();
-        let (closing, closed) = watch::channel(false);
-        let connection = Arc::new(ConnectionContext::new(peer, outbound, closed));
+        let main = Line::new(peer);
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-        let session = server
-            .sessions
-            .open(connection.id, EventPort::Events(events_tx), |_| {
-                Ok(serde_json::value::RawValue::NULL.to_owned())
-            })?;
+        let session =
+            server
+                .sessions
+                .open(main.connection.id, EventPort::Events(events_tx), |_| {
+                    Ok(serde_json::value::RawValue::NULL.to_owned())
+                })?;
         let door = Arc::new(Self {
             server,
             session,
-            connection,
-            dispatcher: Dispatcher::new(),
-            pending: Arc::default(),
+            main,
             watchers: Arc::default(),
-            next_id: AtomicI64::new(1),
-            closing,
             started: Mutex::default(),
             next_process: AtomicU64::new(1),
         });
-        tokio::spawn(route_replies(replies, Arc::clone(&door.pending)));
         tokio::spawn(route_events(events, Arc::clone(&door.watchers)));
         Ok(door)
+    }
+
+    /// A new connection of the session, for a watch of its own.
+    pub fn line(&self) -> Line {
+        Line::new(self.main.connection.peer.clone())
     }
 
     /// The server behind the door.
@@ -98,13 +139,23 @@ impl Door {
 
     /// Calls `method` with `params` as a Codex client would, and waits for its result.
     pub async fn call(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        self.call_on(&self.main, method, params).await
+    }
+
+    /// [`Door::call`] on `line`.
+    pub async fn call_on(
+        &self,
+        line: &Line,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, RpcError> {
         let route = match methods::lookup(method, &self.server) {
             Some(Method::Serve(route)) => route,
             Some(Method::Initialize) | None => return Err(RpcError::method_not_found(method)),
         };
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = line.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending).insert(id, tx);
+        lock(&line.pending).insert(id, tx);
         let request = Served {
             id: RequestId::Integer(id),
             method: method.to_owned(),
@@ -112,9 +163,9 @@ impl Door {
             held: None,
         };
         serve_route(
-            &self.dispatcher,
+            &line.dispatcher,
             &self.server,
-            &self.connection,
+            &line.connection,
             self.session.clone(),
             route,
             request,
@@ -208,13 +259,18 @@ impl Door {
 
     /// Ends the session: waits for its requests, then terminates its processes.
     pub async fn close(&self) {
-        let _ = self.closing.send(true);
+        let _ = self.main.closing.send(true);
         self.session.close().await;
     }
 }
 
-/// Resolves each reply's waiter. Ends when the connection's queue does.
-async fn route_replies(mut replies: mpsc::Receiver<OutboundMessage>, pending: Pending) {
+/// Resolves each reply's waiter, and hands notifications on (dropped when nobody keeps up:
+/// a watch's one notification is all that matters). Ends when the connection's queue does.
+async fn route_replies(
+    mut replies: mpsc::Receiver<OutboundMessage>,
+    pending: Pending,
+    notifications: mpsc::Sender<Value>,
+) {
     let mut batch = Vec::with_capacity(OUTBOUND_QUEUE_MESSAGES.min(64));
     while replies.recv_many(&mut batch, 64).await > 0 {
         for message in batch.drain(..) {
@@ -226,7 +282,7 @@ async fn route_replies(mut replies: mpsc::Receiver<OutboundMessage>, pending: Pe
                 continue;
             };
             let Some(id) = value.get("id").and_then(Value::as_i64) else {
-                // A notification (fs/missingChanged, http body deltas): no tool asks for them.
+                let _ = notifications.try_send(value);
                 continue;
             };
             let outcome = match (value.get("result"), value.get("error")) {

@@ -9,13 +9,15 @@ use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, InitializeResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities, Tool,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerCapabilities,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
 use super::door::Door;
 use super::progress::Progress;
+use super::subscriptions::Subscriptions;
 use super::tools::{self, Answer, Call, Failure, Outcome, schema};
 
 /// What the MCP face tells clients about itself.
@@ -28,12 +30,16 @@ refusal is a tool error that says what was refused and why.";
 #[derive(Debug, Clone)]
 pub struct Face {
     door: Arc<Door>,
+    subscriptions: Arc<Subscriptions>,
 }
 
 impl Face {
     /// A handler calling tools through `door`.
     pub fn new(door: Arc<Door>) -> Self {
-        Self { door }
+        Self {
+            door,
+            subscriptions: Arc::default(),
+        }
     }
 
     /// The tools this server offers now: the process tools unless processes are off, the file
@@ -129,6 +135,7 @@ impl ServerHandler for Face {
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
+            .enable_resources_subscribe()
             .build();
         InitializeResult::new(capabilities)
             .with_server_info(Implementation::new("wexec", crate::VERSION))
@@ -170,6 +177,26 @@ impl ServerHandler for Face {
     ) -> Result<ReadResourceResponse, McpError> {
         let read = super::resources::read(&self.door, &request.uri).await?;
         decode::<ReadResourceResult>(read).map(ReadResourceResponse::from)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let door = Arc::clone(&self.door);
+        self.subscriptions
+            .subscribe(door, request.uri, context.peer)
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions.unsubscribe(&request.uri);
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
