@@ -245,14 +245,7 @@ pub async fn serve_websocket(
     credential: Option<Credential>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ListenError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ListenError::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| ListenError::Bind { addr, source })?;
-    // Before anyone can connect: no confined process may reach the listener.
-    crate::process::supervisor::guard_listeners(&[bound.port()]);
+    let (listener, bound) = bind_guarded(addr).await?;
     announce(&format!("ws://{bound}"));
     tracing::info!("listening on ws://{bound}");
     let credential = credential.map(Arc::new);
@@ -262,6 +255,21 @@ pub async fn serve_websocket(
     }
     server.shutdown().await;
     Ok(())
+}
+
+/// Binds a listener on `addr`, and keeps every confined process off it before anyone can
+/// connect; returns it with its bound address.
+pub(crate) async fn bind_guarded(
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), ListenError> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ListenError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ListenError::Bind { addr, source })?;
+    crate::process::supervisor::guard_listeners(&[bound.port()]);
+    Ok((listener, bound))
 }
 
 /// Prints the one line wexec writes to stdout outside the protocol.

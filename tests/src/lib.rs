@@ -947,3 +947,46 @@ pub fn model_calls(name: &str, arguments: &Value) -> Value {
     json!({"type": "function_call", "id": "fc1", "call_id": call_id, "name": name,
            "arguments": arguments.to_string()})
 }
+
+/// A scratch workspace for the real Codex CLI: the directory holding it, `work` (its working
+/// directory) and `home` (its `HOME`, with `.codex` made for `CODEX_HOME`).
+pub fn codex_workspace() -> (TempDir, PathBuf, PathBuf) {
+    let dir = TempDir::new();
+    let work = dir.path().join("work");
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(&work).expect("mkdir work");
+    std::fs::create_dir_all(home.join(".codex")).expect("mkdir .codex");
+    (dir, work, home)
+}
+
+/// `codex exec -s <sandbox> ... go` in `work` with `home` as its home, its model the scripted
+/// one at `model` (see [`scripted_model`]); add what the test needs, then run it.
+pub fn codex_exec_command(
+    codex: &str,
+    model: &str,
+    work: &Path,
+    home: &Path,
+    sandbox: &str,
+) -> Command {
+    let provider = format!(
+        r#"model_providers.scripted={{name="scripted",base_url="http://{model}/v1",wire_api="responses",env_key="OPENAI_API_KEY"}}"#
+    );
+    let mut command = Command::new(codex);
+    command
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "-s",
+            sandbox,
+            "-m",
+            "scripted-model",
+        ])
+        .args(["-c", "model_provider=scripted", "-c", &provider, "-C"])
+        .arg(work)
+        .arg("go")
+        .env("HOME", home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .env("OPENAI_API_KEY", "unused")
+        .stdin(Stdio::null());
+    command
+}

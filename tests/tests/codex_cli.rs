@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use wexec_tests::{TempDir, spawn_websocket};
+use wexec_tests::spawn_websocket;
 
 /// A Responses API that calls `exec_command` with `command` first, then says "done"; it
 /// keeps every request body.
@@ -44,26 +44,8 @@ async fn codex_exec(
     command: &str,
 ) -> String {
     let (model, bodies) = scripted_model(command.to_owned()).await;
-    let provider = format!(
-        r#"model_providers.scripted={{name="scripted",base_url="http://{model}/v1",wire_api="responses",env_key="OPENAI_API_KEY"}}"#
-    );
-    let output = tokio::process::Command::new(codex)
-        .args([
-            "exec",
-            "--skip-git-repo-check",
-            "-s",
-            mode,
-            "-m",
-            "scripted-model",
-        ])
-        .args(["-c", "model_provider=scripted", "-c", &provider, "-C"])
-        .arg(work)
-        .arg("go")
-        .env("HOME", home)
-        .env("CODEX_HOME", home.join(".codex"))
-        .env("OPENAI_API_KEY", "unused")
+    let output = wexec_tests::codex_exec_command(codex, &model, work, home, mode)
         .env("CODEX_EXEC_SERVER_URL", url)
-        .stdin(std::process::Stdio::null())
         .output()
         .await
         .expect("run codex");
@@ -88,11 +70,7 @@ async fn codex_runs_commands_and_patches_through_wexec_in_its_sandbox_modes() {
     else {
         return;
     };
-    let dir = TempDir::new();
-    let work = dir.path().join("work");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&work).expect("mkdir");
-    std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
+    let (_dir, work, home) = wexec_tests::codex_workspace();
     let root = work.display().to_string();
     let server = spawn_websocket(&["--fs-root", &root]).await;
     let url = server.url.clone().expect("url");

@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
-use wexec_tests::{TempDir, model_calls, model_says, real_client, scripted_model, wexec_bin};
+use wexec_tests::{model_calls, model_says, real_client, scripted_model, wexec_bin};
 
 /// Codex lists an MCP server's tools as one namespace, `mcp__<server>`.
 const NAMESPACE: &str = "mcp__wexec";
@@ -57,33 +57,10 @@ async fn codex_calls_wexecs_mcp_tools() {
     let Some(codex) = real_client("CODEX_BIN", "the codex binary of @openai/codex@0.169.0") else {
         return;
     };
-    let dir = TempDir::new();
-    let work = dir.path().join("work");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&work).expect("mkdir");
-    std::fs::create_dir_all(home.join(".codex")).expect("mkdir");
+    let (_dir, work, home) = wexec_tests::codex_workspace();
     config(&home, &work);
     let (model, bodies) = scripted_model(next_step).await;
-    let provider = format!(
-        r#"model_providers.scripted={{name="scripted",base_url="http://{model}/v1",wire_api="responses",env_key="OPENAI_API_KEY"}}"#
-    );
-    let output = tokio::process::Command::new(codex)
-        .args(["exec", "--skip-git-repo-check", "-s", "workspace-write"])
-        .args([
-            "-m",
-            "scripted-model",
-            "-c",
-            "model_provider=scripted",
-            "-c",
-            &provider,
-        ])
-        .arg("-C")
-        .arg(&work)
-        .arg("go")
-        .env("HOME", &home)
-        .env("CODEX_HOME", home.join(".codex"))
-        .env("OPENAI_API_KEY", "unused")
-        .stdin(std::process::Stdio::null())
+    let output = wexec_tests::codex_exec_command(&codex, &model, &work, &home, "workspace-write")
         .output()
         .await
         .expect("run codex");

@@ -44,14 +44,7 @@ pub async fn serve_http(
     credential: Option<Credential>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ListenError> {
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ListenError::Bind { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| ListenError::Bind { addr, source })?;
-    // Before anyone can connect: no confined process may reach the listener.
-    crate::process::supervisor::guard_listeners(&[bound.port()]);
+    let (listener, bound) = crate::server::bind_guarded(addr).await?;
     let door =
         Door::open(Arc::clone(&server), format!("wexec mcp http {bound}")).map_err(|error| {
             ListenError::Bind {

@@ -8,7 +8,8 @@ use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
 
 use super::door::Door;
-use crate::protocol::limits::{MAX_WALK_DEPTH, MAX_WALK_DIRECTORIES, MAX_WALK_ENTRIES};
+use super::tools::Failure;
+use super::tools::files::tree::walk;
 
 /// Resources per `resources/list` page.
 pub const PAGE: usize = 200;
@@ -24,34 +25,14 @@ fn internal(error: impl std::fmt::Display) -> McpError {
 async fn files(door: &Door) -> Result<Vec<(String, String)>, McpError> {
     let mut files = Vec::new();
     for root in door.roots() {
-        let params = json!({
-            "path": root,
-            "options": {
-                "maxDepth": MAX_WALK_DEPTH,
-                "maxDirectories": MAX_WALK_DIRECTORIES,
-                "maxEntries": MAX_WALK_ENTRIES,
-                "followDirectorySymlinks": false,
-                "pruneHiddenDirectories": true,
-            },
-        });
-        let walked = door.call("fs/walk", params).await.map_err(|error| {
-            McpError::invalid_params(format!("{root}: {}", error.message), None)
-        })?;
-        let prefix = format!("{}/", root.trim_end_matches('/'));
-        for entry in (walked.get("entries").and_then(Value::as_array))
-            .into_iter()
-            .flatten()
-            .filter(|entry| entry.get("kind").and_then(Value::as_str) == Some("file"))
-        {
-            let Some(uri) = entry.get("path").and_then(Value::as_str) else {
-                continue;
-            };
-            let Ok(path) = crate::path_uri::parse_utf8(uri) else {
-                continue;
-            };
-            let relative = path.strip_prefix(&prefix).unwrap_or(&path).to_owned();
-            files.push((uri.to_owned(), relative));
-        }
+        let (entries, _) = walk(door, &root, true)
+            .await
+            .map_err(|Failure(reason)| McpError::invalid_params(reason, None))?;
+        files.extend(
+            (entries.into_iter())
+                .filter(|entry| !entry.directory)
+                .map(|entry| (entry.uri, entry.relative)),
+        );
     }
     Ok(files)
 }

@@ -4,7 +4,7 @@
 //! refused by the plugin, and the refusal is the tool's error.
 
 mod edit;
-mod tree;
+pub mod tree;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;

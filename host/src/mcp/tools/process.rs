@@ -121,11 +121,10 @@ pub fn definitions(open_world: bool) -> Vec<Value> {
                 }),
                 &[],
             ),
-            Some(json!({
-                "type": "object",
-                "properties": {"process_id": {"type": "string"}, "sandbox_type": {"type": "string"}},
-                "required": ["process_id", "sandbox_type"],
-            })),
+            Some(object(
+                json!({"process_id": {"type": "string"}, "sandbox_type": {"type": "string"}}),
+                &["process_id", "sandbox_type"],
+            )),
             hints(false, true, false, open_world),
         ),
         definition(
@@ -159,11 +158,7 @@ pub fn definitions(open_world: bool) -> Vec<Value> {
                 }),
                 &["process_id", "input"],
             ),
-            Some(json!({
-                "type": "object",
-                "properties": {"status": {"type": "string"}},
-                "required": ["status"],
-            })),
+            Some(object(json!({"status": {"type": "string"}}), &["status"])),
             hints(false, true, false, false),
         ),
         definition(
@@ -171,11 +166,10 @@ pub fn definitions(open_world: bool) -> Vec<Value> {
             "Terminate a process",
             "Ends a process and everything it started (SIGTERM, then SIGKILL after 2 s).",
             object(json!({"process_id": process_id}), &["process_id"]),
-            Some(json!({
-                "type": "object",
-                "properties": {"running": {"type": "boolean"}},
-                "required": ["running"],
-            })),
+            Some(object(
+                json!({"running": {"type": "boolean"}}),
+                &["running"],
+            )),
             hints(false, true, true, false),
         ),
         definition(

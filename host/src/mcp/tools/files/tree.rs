@@ -9,14 +9,24 @@ use serde_json::{Value, json};
 use super::{Door, Failure, Outcome, answer, path_of, string};
 use crate::protocol::limits::{MAX_WALK_DEPTH, MAX_WALK_DIRECTORIES, MAX_WALK_ENTRIES};
 
-/// A walked entry: its path relative to the walk's root, and whether it is a directory.
-struct Walked {
-    relative: String,
-    directory: bool,
+/// A walked entry: its path relative to the walk's root, its `file:` URI, and whether it is a
+/// directory.
+pub struct Walked {
+    /// Below the root, without a leading `/`.
+    pub relative: String,
+    /// As `fs/walk` gives it.
+    pub uri: String,
+    /// A directory (not entered if hidden and `prune_hidden`).
+    pub directory: bool,
 }
 
-/// Everything under `root`, within the walk's bounds; `truncated` when a bound stopped it.
-async fn walk(door: &Door, root: &str) -> Result<(Vec<Walked>, bool), Failure> {
+/// Everything under `root`, within `fs/walk`'s largest bounds, dot-directories listed but not
+/// entered with `prune_hidden`; `truncated` when a bound stopped it.
+pub async fn walk(
+    door: &Door,
+    root: &str,
+    prune_hidden: bool,
+) -> Result<(Vec<Walked>, bool), Failure> {
     let params = json!({
         "path": root,
         "options": {
@@ -24,6 +34,7 @@ async fn walk(door: &Door, root: &str) -> Result<(Vec<Walked>, bool), Failure> {
             "maxDirectories": MAX_WALK_DIRECTORIES,
             "maxEntries": MAX_WALK_ENTRIES,
             "followDirectorySymlinks": false,
+            "pruneHiddenDirectories": prune_hidden,
         },
     });
     let walked = door
@@ -41,6 +52,7 @@ async fn walk(door: &Door, root: &str) -> Result<(Vec<Walked>, bool), Failure> {
             let directory = entry.get("kind").and_then(Value::as_str) == Some("directory");
             Some(Walked {
                 relative,
+                uri: uri.to_owned(),
                 directory,
             })
         })
@@ -100,7 +112,7 @@ impl Node {
 pub(super) async fn directory_tree(door: &Door, arguments: &Value) -> Outcome {
     let root = path_of(door, arguments, "path")?;
     let excluded = excludes(arguments)?;
-    let (entries, truncated) = walk(door, &root).await?;
+    let (entries, truncated) = walk(door, &root, false).await?;
     let mut tree = Node {
         directory: true,
         ..Node::default()
@@ -135,7 +147,7 @@ pub(super) async fn search_files(door: &Door, arguments: &Value) -> Outcome {
     let matcher = glob(pattern)?;
     let by_name = !pattern.contains('/');
     let excluded = excludes(arguments)?;
-    let (entries, truncated) = walk(door, &root).await?;
+    let (entries, truncated) = walk(door, &root, false).await?;
     let base = root.trim_end_matches('/');
     let found: Vec<String> = entries
         .iter()
