@@ -40,6 +40,12 @@ const MAX_WAIT_MS: u64 = 60_000;
 /// `read_process_output`'s default output budget.
 const DEFAULT_READ_BYTES: u64 = 64 * 1024;
 
+/// A schema for `kind` or `null`, spelled as one type per branch (portable to clients that map
+/// schemas onto single-type dialects).
+fn nullable(kind: &str) -> Value {
+    json!({"anyOf": [{"type": kind}, {"type": "null"}]})
+}
+
 /// The tools' definitions; `open_world`: processes may use the network.
 pub fn definitions(open_world: bool) -> Vec<Value> {
     let command =
@@ -54,14 +60,14 @@ pub fn definitions(open_world: bool) -> Vec<Value> {
         "type": "object",
         "properties": {
             "process_id": {"type": "string"},
-            "exit_code": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "exit_code": nullable("integer"),
             "stdout": {"type": "string"},
             "stderr": {"type": "string"},
             "stdout_truncated": {"type": "boolean"},
             "stderr_truncated": {"type": "boolean"},
             "timed_out": {"type": "boolean"},
             "sandbox_denied": {"type": "boolean"},
-            "failure": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "failure": nullable("string"),
             "duration_ms": {"type": "integer"},
         },
         "required": ["process_id", "exit_code", "stdout", "stderr", "stdout_truncated",
@@ -74,10 +80,10 @@ pub fn definitions(open_world: bool) -> Vec<Value> {
             "stderr": {"type": "string"},
             "next_seq": {"type": "integer"},
             "exited": {"type": "boolean"},
-            "exit_code": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "exit_code": nullable("integer"),
             "closed": {"type": "boolean"},
             "sandbox_denied": {"type": "boolean"},
-            "failure": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "failure": nullable("string"),
         },
         "required": ["stdout", "stderr", "next_seq", "exited", "exit_code", "closed",
             "sandbox_denied", "failure"],
@@ -187,7 +193,7 @@ pub fn definitions(open_world: bool) -> Vec<Value> {
                         "command": {"type": "string"},
                         "cwd": {"type": "string"},
                         "exited": {"type": "boolean"},
-                        "exit_code": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+                        "exit_code": nullable("integer"),
                         "closed": {"type": "boolean"},
                     },
                     "required": ["process_id", "command", "cwd", "exited", "exit_code", "closed"],
