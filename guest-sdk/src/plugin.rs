@@ -298,3 +298,33 @@ impl Response {
         self.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tools_are_declared_as_wexec_reads_them() {
+        let info = Info::new("grep", "1.0.0").method("grep/search").tool(
+            Tool::new("grep", "grep/search")
+                .title("Search")
+                .input_schema(json!({"type": "object", "required": ["pattern"]}))
+                .read_only(true)
+                .open_world(false),
+        );
+        let declared: serde_json::Value = serde_json::from_str(&info.tools_json()).expect("JSON");
+        assert_eq!(
+            declared,
+            json!([{
+                "name": "grep",
+                "method": "grep/search",
+                "title": "Search",
+                "inputSchema": {"type": "object", "required": ["pattern"]},
+                "annotations": {"readOnlyHint": true, "openWorldHint": false},
+            }])
+        );
+        assert_eq!(Info::new("x", "1").tools_json(), "[]");
+        assert_eq!(info.into_wit().contract, CONTRACT);
+    }
+}
