@@ -60,7 +60,8 @@ pub struct ServeOptions {
     #[arg(long = "allow-header-env", value_name = "NAME")]
     pub allow_header_env: Vec<String>,
 
-    /// Bearer token required on WebSocket upgrades. Mandatory when listening off loopback.
+    /// Bearer token required on WebSocket upgrades (with `wexec mcp`, on every HTTP request).
+    /// Mandatory when listening off loopback.
     /// Prefer the environment variable: command lines are visible to other users.
     #[arg(long, env = "WEXEC_TOKEN", value_name = "T", hide_env_values = true)]
     pub token: Option<String>,
@@ -106,7 +107,8 @@ pub struct ServeOptions {
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub plugin_log_limit_kib: u64,
 
-    /// WebSocket connections served at once; further upgrades get 503.
+    /// WebSocket connections served at once, further upgrades get 503 (with `wexec mcp`, HTTP
+    /// connections, further ones are closed).
     #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
