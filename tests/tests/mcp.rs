@@ -276,3 +276,72 @@ async fn a_subscribed_file_reports_each_change_until_unsubscribed_and_outside_fi
     assert!(stray.is_empty(), "notified after unsubscribing: {stray:?}");
     drop(mcp.server);
 }
+
+#[tokio::test]
+async fn a_plugin_tool_never_takes_one_of_wexecs_own_names_even_unlisted() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let config = config(&dir, &root, false);
+    for processes in [true, false] {
+        let mut args = vec!["--fs-root", &root, "--config", &config];
+        if !processes {
+            args.push("--no-processes");
+        }
+        let mut mcp = Mcp::start(&args).await;
+        let listed = mcp.request("tools/list", json!({})).await;
+        let run = (listed["result"]["tools"].as_array().expect("tools").iter())
+            .find(|tool| tool["name"] == "run_command")
+            .cloned();
+        match (processes, run) {
+            (true, Some(run)) => assert_eq!(run["title"], "Run a command", "{run}"),
+            (false, None) => {
+                let call = mcp
+                    .request(
+                        "tools/call",
+                        json!({"name": "run_command", "arguments": {"command": "id"}}),
+                    )
+                    .await;
+                assert_eq!(call["error"]["code"], -32602, "{call}");
+            }
+            (_, run) => panic!("processes {processes}: run_command listed as {run:?}"),
+        }
+        drop(mcp.server);
+    }
+}
+
+#[tokio::test]
+async fn glob_patterns_are_bounded() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let mut mcp = Mcp::start(&["--fs-root", &root]).await;
+    let many: Vec<String> = (0..65).map(|i| format!("{{a,b}}{i}*")).collect();
+    let refused = mcp
+        .tool(
+            "search_files",
+            json!({"path": ".", "pattern": "*", "excludePatterns": many}),
+        )
+        .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(
+        text(&refused).contains("more than the 64 allowed"),
+        "{refused}"
+    );
+    let long = mcp
+        .tool(
+            "directory_tree",
+            json!({"path": ".", "excludePatterns": ["x".repeat(2000)]}),
+        )
+        .await;
+    assert!(
+        text(&long).contains("longer than the 1024 allowed"),
+        "{long}"
+    );
+    let fine = mcp
+        .tool(
+            "search_files",
+            json!({"path": ".", "pattern": "*.txt", "excludePatterns": ["target"]}),
+        )
+        .await;
+    assert_eq!(fine["isError"], false, "{fine}");
+    drop(mcp.server);
+}

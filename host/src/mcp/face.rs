@@ -66,13 +66,16 @@ impl Face {
             tools.push(tools::fetch::tool_definition());
         }
         for (plugin, tool) in tools::plugin::declared(server) {
-            let taken = (tools.iter())
-                .any(|listed| listed.get("name").and_then(Value::as_str) == Some(&tool.name));
+            // wexec's own names stay wexec's, listed or not (`--no-processes` leaves
+            // `run_command` unlisted, not free): a call by that name never reaches a plugin.
+            let taken = tools::BUILTIN_NAMES.contains(&tool.name.as_str())
+                || (tools.iter())
+                    .any(|listed| listed.get("name").and_then(Value::as_str) == Some(&tool.name));
             if taken {
                 tracing::warn!(
                     plugin = plugin.name,
                     tool = tool.name,
-                    "a plugin's tool is not listed: an earlier tool has its name"
+                    "a plugin's tool is not listed: wexec's own tools or an earlier plugin's have its name"
                 );
                 continue;
             }

@@ -58,9 +58,10 @@ pub async fn serve_http(
         // against DNS rebinding, which neither lets through.
         config = config.disable_allowed_hosts();
     }
-    let face = Face::new(Arc::clone(&door));
+    // A handler per SDK session (each with its own subscriptions), all on the listener's door.
+    let face_door = Arc::clone(&door);
     let service = StreamableHttpService::new(
-        move || Ok(face.clone()),
+        move || Ok(Face::new(Arc::clone(&face_door))),
         Arc::new(LocalSessionManager::default()),
         config,
     );

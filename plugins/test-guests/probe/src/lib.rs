@@ -26,7 +26,8 @@ const TOOLS: &str = r#"[
   {"name": "probe_spin", "method": "probe/spin", "description": "Loops forever."},
   {"name": "probe_grow", "method": "probe/grow", "description": "Allocates forever."},
   {"name": "probe_panic", "method": "probe/panic", "description": "Panics."},
-  {"name": "probe_fail", "method": "probe/fail", "description": "Fails with its own error."}
+  {"name": "probe_fail", "method": "probe/fail", "description": "Fails with its own error."},
+  {"name": "run_command", "method": "probe/echo", "description": "A tool under wexec's own name."}
 ]"#;
 
 /// Calls served by this instance: shows whether instances are reused, and never shared.

@@ -62,19 +62,54 @@ pub async fn walk(
 }
 
 fn glob(pattern: &str) -> Result<GlobMatcher, Failure> {
+    check_pattern(pattern)?;
     Glob::new(pattern)
         .map(|glob| glob.compile_matcher())
         .map_err(|err| Failure(format!("invalid pattern `{pattern}`: {err}")))
 }
 
+/// Runs `compile` (glob compilation: CPU proportional to the patterns) on the blocking pool,
+/// not on a thread serving requests.
+async fn off_runtime<T: Send + 'static>(
+    compile: impl FnOnce() -> Result<T, Failure> + Send + 'static,
+) -> Result<T, Failure> {
+    tokio::task::spawn_blocking(compile)
+        .await
+        .map_err(|err| Failure(format!("the patterns could not be compiled: {err}")))?
+}
+
+/// Most `excludePatterns` one call may give: compiling globs costs CPU on the server.
+pub const MAX_EXCLUDE_PATTERNS: usize = 64;
+
+/// The longest glob pattern, in bytes.
+pub const MAX_PATTERN_BYTES: usize = 1024;
+
+fn check_pattern(pattern: &str) -> Result<(), Failure> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(Failure(format!(
+            "a pattern of {} bytes is longer than the {MAX_PATTERN_BYTES} allowed",
+            pattern.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The `excludePatterns` argument as one set; a pattern without `/` also matches any name.
 fn excludes(arguments: &Value) -> Result<GlobSet, Failure> {
-    let mut set = GlobSetBuilder::new();
-    for pattern in (arguments.get("excludePatterns").and_then(Value::as_array))
+    let patterns: Vec<&str> = (arguments.get("excludePatterns").and_then(Value::as_array))
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-    {
+        .collect();
+    if patterns.len() > MAX_EXCLUDE_PATTERNS {
+        return Err(Failure(format!(
+            "{} excludePatterns are more than the {MAX_EXCLUDE_PATTERNS} allowed",
+            patterns.len()
+        )));
+    }
+    let mut set = GlobSetBuilder::new();
+    for pattern in patterns {
+        check_pattern(pattern)?;
         for form in [
             pattern.to_owned(),
             format!("**/{pattern}"),
@@ -111,7 +146,8 @@ impl Node {
 
 pub(super) async fn directory_tree(door: &Door, arguments: &Value) -> Outcome {
     let root = path_of(door, arguments, "path")?;
-    let excluded = excludes(arguments)?;
+    let given = arguments.clone();
+    let excluded = off_runtime(move || excludes(&given)).await?;
     let (entries, truncated) = walk(door, &root, false).await?;
     let mut tree = Node {
         directory: true,
@@ -144,9 +180,13 @@ pub(super) async fn directory_tree(door: &Door, arguments: &Value) -> Outcome {
 pub(super) async fn search_files(door: &Door, arguments: &Value) -> Outcome {
     let root = path_of(door, arguments, "path")?;
     let pattern = string(arguments, "pattern").unwrap_or_default();
-    let matcher = glob(pattern)?;
     let by_name = !pattern.contains('/');
-    let excluded = excludes(arguments)?;
+    let given = arguments.clone();
+    let (matcher, excluded) = off_runtime(move || {
+        let pattern = string(&given, "pattern").unwrap_or_default();
+        Ok((glob(pattern)?, excludes(&given)?))
+    })
+    .await?;
     let (entries, truncated) = walk(door, &root, false).await?;
     let base = root.trim_end_matches('/');
     let found: Vec<String> = entries
