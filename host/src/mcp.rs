@@ -2,6 +2,7 @@
 //! Streamable HTTP, as a second front door over the same server as the Codex face. Its tools are
 //! requests through a [`door::Door`]; the protocol itself is the `rmcp` SDK's.
 
+pub mod catalog;
 pub mod door;
 pub mod face;
 mod http;

@@ -990,3 +990,30 @@ pub fn codex_exec_command(
         .stdin(Stdio::null());
     command
 }
+
+/// A `wexec mcp --listen http://127.0.0.1:0/mcp` with `args` and `token` (killed on drop), and
+/// the URL it printed.
+pub fn spawn_mcp_http(args: &[&str], token: &str) -> (McpHttp, String) {
+    let mut child = std::process::Command::new(wexec_bin())
+        .args(["mcp", "--listen", "http://127.0.0.1:0/mcp"])
+        .args(args)
+        .env("WEXEC_TOKEN", token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn wexec mcp");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("read");
+    (McpHttp(child), line.trim().to_owned())
+}
+
+/// A `wexec mcp` HTTP listener, killed on drop.
+pub struct McpHttp(std::process::Child);
+
+impl Drop for McpHttp {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

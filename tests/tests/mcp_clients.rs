@@ -99,28 +99,14 @@ fn over_stdio(mode: &str, expected_version: &str) {
     assert!(!dirs.outside.is_empty() && Path::new(&dirs.outside).join("secret.txt").exists());
 }
 
-/// A `wexec mcp --listen http://127.0.0.1:0/mcp` with `token`, and its URL.
-fn http_server(dirs: &Dirs, token: &str) -> (std::process::Child, String) {
-    let mut child = Command::new(wexec_bin())
-        .args(["mcp", "--listen", "http://127.0.0.1:0/mcp"])
-        .args(options(dirs))
-        .env("WEXEC_TOKEN", token)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn wexec mcp");
-    let mut line = String::new();
-    let stdout = child.stdout.take().expect("stdout");
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("read");
-    (child, line.trim().to_owned())
-}
-
 fn over_http(mode: &str, expected_version: &str) {
     let Some(python) = real_client("WEXEC_MCP_PYTHON", SDK) else {
         return;
     };
     let dirs = dirs();
-    let (mut server, url) = http_server(&dirs, "t0ken");
+    let options = options(&dirs);
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    let (_server, url) = wexec_tests::spawn_mcp_http(&options, "t0ken");
     assert!(
         url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
         "{url}"
@@ -141,8 +127,6 @@ fn over_http(mode: &str, expected_version: &str) {
     .to_vec();
     let report = run_client(&python, &args);
     assert_eq!(report["protocol_version"], expected_version, "{report}");
-    let _ = server.kill();
-    let _ = server.wait();
 }
 
 #[test]

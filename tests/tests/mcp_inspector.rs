@@ -154,23 +154,7 @@ fn the_inspector_calls_the_tools_over_streamable_http_with_the_token() {
         return;
     };
     let (_dir, root) = workspace();
-    let mut server = Command::new(wexec_bin())
-        .args([
-            "mcp",
-            "--listen",
-            "http://127.0.0.1:0/mcp",
-            "--fs-root",
-            &root,
-        ])
-        .env("WEXEC_TOKEN", "inspect0r")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn wexec mcp");
-    let mut url = String::new();
-    let stdout = server.stdout.take().expect("stdout");
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut url).expect("read");
-    let url = url.trim().to_owned();
+    let (_server, url) = wexec_tests::spawn_mcp_http(&["--fs-root", &root], "inspect0r");
     check(
         &inspector,
         &[
@@ -192,6 +176,4 @@ fn the_inspector_calls_the_tools_over_streamable_http_with_the_token() {
         &url,
     ]);
     assert_ne!(refused.status.code(), Some(0), "no token, yet listed");
-    let _ = server.kill();
-    let _ = server.wait();
 }

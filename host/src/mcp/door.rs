@@ -28,6 +28,17 @@ use crate::transport::{OUTBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
 /// Process events queued for the face before the pump waits (as it waits for a slow client).
 const EVENT_QUEUE: usize = 256;
 
+/// What the process ids tools make start with.
+const PROCESS_ID_PREFIX: &str = "mcp-";
+
+/// Processes a door remembers for `list_processes`.
+const REMEMBERED_PROCESSES: usize = 4_096;
+
+/// The number of a process id a tool made.
+fn process_number(id: &str) -> Option<u64> {
+    id.strip_prefix(PROCESS_ID_PREFIX)?.parse().ok()
+}
+
 /// Notifications of one line queued before later ones are dropped.
 const NOTIFICATION_QUEUE: usize = 16;
 
@@ -91,8 +102,8 @@ pub struct Door {
     session: SessionHandle,
     main: Line,
     watchers: Watchers,
-    /// Processes started through the door: id → (command as shown, cwd).
-    started: Mutex<BTreeMap<String, (String, String)>>,
+    /// Processes started through the door, by the number in their id: (command as shown, cwd).
+    started: Mutex<BTreeMap<u64, (String, String)>>,
     next_process: AtomicU64,
 }
 
@@ -228,24 +239,44 @@ impl Door {
 
     /// A fresh process id for a tool.
     pub fn new_process_id(&self) -> String {
-        format!("mcp-{}", self.next_process.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "{PROCESS_ID_PREFIX}{}",
+            self.next_process.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
-    /// Records a process a tool started, for `list_processes`.
+    /// Records a process a tool started, for `list_processes`. Beyond
+    /// [`REMEMBERED_PROCESSES`], the oldest is forgotten (long closed: the server keeps a
+    /// closed process 30 s and a session's live ones are fewer).
     pub fn remember(&self, id: &str, command: &str, cwd: &str) {
-        lock(&self.started).insert(id.to_owned(), (command.to_owned(), cwd.to_owned()));
+        let Some(number) = process_number(id) else {
+            return;
+        };
+        let mut started = lock(&self.started);
+        started.insert(number, (command.to_owned(), cwd.to_owned()));
+        while started.len() > REMEMBERED_PROCESSES {
+            started.pop_first();
+        }
     }
 
     /// The processes tools started: (id, command, cwd).
     pub fn remembered(&self) -> Vec<(String, String, String)> {
         (lock(&self.started).iter())
-            .map(|(id, (command, cwd))| (id.clone(), command.clone(), cwd.clone()))
+            .map(|(number, (command, cwd))| {
+                (
+                    format!("{PROCESS_ID_PREFIX}{number}"),
+                    command.clone(),
+                    cwd.clone(),
+                )
+            })
             .collect()
     }
 
     /// Forgets a process the server no longer retains.
     pub fn forget(&self, id: &str) {
-        lock(&self.started).remove(id);
+        if let Some(number) = process_number(id) {
+            lock(&self.started).remove(&number);
+        }
     }
 
     /// Terminates process `id` and everything it started; failures are logged (the process
@@ -277,7 +308,7 @@ async fn route_replies(
             if message.end {
                 continue;
             }
-            let Ok(value) = serde_json::from_str::<Value>(&message.text) else {
+            let Ok(mut value) = serde_json::from_str::<Value>(&message.text) else {
                 tracing::warn!("the MCP face got a reply it cannot read");
                 continue;
             };
@@ -285,11 +316,13 @@ async fn route_replies(
                 let _ = notifications.try_send(value);
                 continue;
             };
-            let outcome = match (value.get("result"), value.get("error")) {
-                (Some(result), _) => Ok(result.clone()),
-                (None, Some(error)) => Err(serde_json::from_value(error.clone())
-                    .unwrap_or_else(|err| RpcError::internal_error(err.to_string()))),
-                (None, None) => Err(RpcError::internal_error("a reply without a result")),
+            let outcome = if let Some(result) = value.get_mut("result") {
+                Ok(result.take())
+            } else if let Some(error) = value.get_mut("error") {
+                Err(serde_json::from_value(error.take())
+                    .unwrap_or_else(|err| RpcError::internal_error(err.to_string())))
+            } else {
+                Err(RpcError::internal_error("a reply without a result"))
             };
             if let Some(waiter) = lock(&pending).remove(&id) {
                 let _ = waiter.send(outcome);

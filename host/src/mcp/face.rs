@@ -15,6 +15,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
+use super::catalog::{Cached, Catalog};
 use super::door::Door;
 use super::progress::Progress;
 use super::subscriptions::Subscriptions;
@@ -31,6 +32,7 @@ refusal is a tool error that says what was refused and why.";
 pub struct Face {
     door: Arc<Door>,
     subscriptions: Arc<Subscriptions>,
+    catalog: Arc<Cached>,
 }
 
 impl Face {
@@ -39,58 +41,19 @@ impl Face {
         Self {
             door,
             subscriptions: Arc::default(),
+            catalog: Arc::default(),
         }
     }
 
-    /// The tools this server offers now: the process tools unless processes are off, the file
-    /// tools if a plugin serves `fs/*`, `fetch` if one serves `http/request`.
-    fn definitions(&self) -> Vec<Value> {
-        let server = self.door.server();
-        let ceiling = &server.processes.ceiling;
-        let mut tools = Vec::new();
-        if ceiling.processes {
-            tools.extend(tools::process::definitions(ceiling.process_network));
-        }
-        if server
-            .runtime
-            .plugin_for(crate::protocol::FS_READ_FILE)
-            .is_some()
-        {
-            tools.extend(tools::files::definitions());
-        }
-        if server
-            .runtime
-            .plugin_for(crate::protocol::HTTP_REQUEST)
-            .is_some()
-        {
-            tools.push(tools::fetch::tool_definition());
-        }
-        for (plugin, tool) in tools::plugin::declared(server) {
-            // wexec's own names stay wexec's, listed or not (`--no-processes` leaves
-            // `run_command` unlisted, not free): a call by that name never reaches a plugin.
-            let taken = tools::BUILTIN_NAMES.contains(&tool.name.as_str())
-                || (tools.iter())
-                    .any(|listed| listed.get("name").and_then(Value::as_str) == Some(&tool.name));
-            if taken {
-                tracing::warn!(
-                    plugin = plugin.name,
-                    tool = tool.name,
-                    "a plugin's tool is not listed: wexec's own tools or an earlier plugin's have its name"
-                );
-                continue;
-            }
-            tools.push(tool.definition);
-        }
-        tools
+    /// The tools offered now.
+    fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.get(self.door.server())
     }
 
-    fn definition(&self, name: &str) -> Option<Value> {
-        self.definitions()
-            .into_iter()
-            .find(|tool| tool.get("name").and_then(Value::as_str) == Some(name))
-    }
-
-    async fn run(&self, name: &str, call: &Call, arguments: &Value) -> Outcome {
+    async fn run(&self, catalog: &Catalog, name: &str, call: &Call, arguments: &Value) -> Outcome {
+        if let Some(tool) = catalog.plugin_tools.get(name) {
+            return tools::plugin::call(tool, call, arguments).await;
+        }
         if let Some(outcome) = tools::process::call(name, call, arguments).await {
             return outcome;
         }
@@ -100,7 +63,7 @@ impl Face {
         if name == "fetch" {
             return tools::fetch::fetch(call, arguments).await;
         }
-        tools::plugin::call(name, call, arguments).await
+        Err(Failure(format!("tool {name} has no handler")))
     }
 }
 
@@ -151,7 +114,7 @@ impl ServerHandler for Face {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         // `resultType` as the SDK's constructors set it; it leaves it out for legacy clients.
-        decode(json!({"tools": self.definitions(), "resultType": "complete"}))
+        decode(json!({"tools": self.catalog().tools, "resultType": "complete"}))
     }
 
     async fn list_resources(
@@ -203,7 +166,7 @@ impl ServerHandler for Face {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        serde_json::from_value(self.definition(name)?).ok()
+        serde_json::from_value(self.catalog().definition(name)?.clone()).ok()
     }
 
     async fn call_tool(
@@ -211,14 +174,18 @@ impl ServerHandler for Face {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let name = request.name.as_ref();
-        let Some(definition) = self.definition(name) else {
+        let CallToolRequestParams {
+            name, arguments, ..
+        } = request;
+        let name = name.as_ref();
+        let catalog = self.catalog();
+        let Some(definition) = catalog.definition(name) else {
             return Err(McpError::invalid_params(
                 format!("unknown tool: {name}"),
                 None,
             ));
         };
-        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        let arguments = Value::Object(arguments.unwrap_or_default());
         if let Err(reason) = schema::check(&definition["inputSchema"], &arguments) {
             return result(Err(Failure(format!(
                 "invalid arguments for {name}: {reason}"
@@ -232,7 +199,7 @@ impl ServerHandler for Face {
             progress,
             cancelled: context.ct.clone(),
         };
-        let outcome = self.run(name, &call, &arguments).await;
+        let outcome = self.run(&catalog, name, &call, &arguments).await;
         result(outcome).map(CallToolResponse::from)
     }
 }

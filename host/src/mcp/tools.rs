@@ -16,30 +16,6 @@ use super::door::Door;
 use super::progress::Progress;
 use crate::rpc::RpcError;
 
-/// The names of wexec's own tools, which no plugin tool may take.
-pub const BUILTIN_NAMES: [&str; 20] = [
-    "run_command",
-    "start_process",
-    "read_process_output",
-    "write_process_input",
-    "terminate_process",
-    "list_processes",
-    "read_text_file",
-    "read_media_file",
-    "read_multiple_files",
-    "write_file",
-    "edit_file",
-    "create_directory",
-    "list_directory",
-    "list_directory_with_sizes",
-    "directory_tree",
-    "move_file",
-    "search_files",
-    "get_file_info",
-    "list_allowed_directories",
-    "fetch",
-];
-
 /// What a tool answers: text for the model, and the same as structured content when the tool
 /// declares an output schema.
 #[derive(Debug)]
@@ -73,24 +49,6 @@ impl Answer {
             content: vec![text_block(text.into())],
             structured: Some(value),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_builtin_names_are_the_builtin_tools() {
-        let mut defined: Vec<String> = (process::definitions(true).into_iter())
-            .chain(files::definitions())
-            .chain([fetch::tool_definition()])
-            .map(|tool| tool["name"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        defined.sort();
-        let mut names: Vec<&str> = BUILTIN_NAMES.to_vec();
-        names.sort_unstable();
-        assert_eq!(defined, names);
     }
 }
 

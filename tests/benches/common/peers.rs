@@ -21,11 +21,10 @@ pub const PIPELINED: usize = 10_000;
 pub const ROUNDS: usize = 5;
 
 /// The client's side of a peer's stdout: lines read with large reads into one buffer and
-/// parsed where they lie, as a client that cares reads JSON lines. A 1 MiB file's reply is a
-/// 1.4 MB line: std's 8 KiB `BufReader` took 175 reads for it, and `read_line` into a `String`
-/// then a `serde_json::Value` checked and copied its 1.4 MB twice more, ~200 µs of every such
-/// round trip spent in the client alike for every server (2026-12-06), which made every ratio
-/// smaller than the servers' own times are apart.
+/// parsed where they lie, as a client that cares reads JSON lines. A large reply is one long
+/// line: read through a small `BufReader`, then copied into a `String` and a `Value`, it costs
+/// the client as much as the server, alike for every server, and every ratio shrinks toward 1
+/// (README.md's Performance section has the figures).
 pub struct Lines {
     stdout: ChildStdout,
     buffer: Vec<u8>,
