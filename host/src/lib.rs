@@ -107,13 +107,13 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
             match (listen, face) {
                 (Listen::Stdio, Face::Codex) => {
                     process::supervisor::guard_listeners(&[]);
-                    server::serve_stdio(server, stdio_spin, shutdown)
+                    server::serve_stdio(server, stdio_spin, server::processor::serve, shutdown)
                         .await
                         .map_err(RunError::Stdio)
                 }
                 (Listen::Stdio, Face::Mcp) => {
                     process::supervisor::guard_listeners(&[]);
-                    mcp::serve_stdio(server, shutdown)
+                    mcp::serve_stdio(server, stdio_spin, shutdown)
                         .await
                         .map_err(RunError::Stdio)
                 }

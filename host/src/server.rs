@@ -160,13 +160,19 @@ impl ServerState {
     }
 }
 
-/// Serves one connection on stdin/stdout until end of input or `shutdown`, then ends every
-/// session and flushes stdout. `spin`: look for a quick client's next request before sleeping.
-pub async fn serve_stdio(
+/// Serves one connection on stdin/stdout with `face` (the Codex face's [`processor::serve`],
+/// or the MCP face's) until end of input or `shutdown`, then ends every session and flushes
+/// stdout. `spin`: look for a quick client's next request before sleeping.
+pub async fn serve_stdio<F, Served>(
     server: Arc<ServerState>,
     spin: bool,
+    face: F,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), std::io::Error> {
+) -> Result<(), std::io::Error>
+where
+    F: FnOnce(crate::transport::Connection, Arc<ServerState>) -> Served + Send + 'static,
+    Served: Future<Output = ()>,
+{
     // Duplicates of fds 0 and 1, bypassing std's Stdin buffer and Stdout's LineWriter (which
     // scans every byte for newlines): the transport buffers and frames itself.
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
@@ -176,7 +182,7 @@ pub async fn serve_stdio(
     let (connection, writer) =
         stdio::connect(stdin, stdout, room, spin, server.inbound.connection());
     let outbound = connection.outbound.clone();
-    // The processor reads stdin itself on a thread of its own, so a request reaches its handler
+    // The face reads stdin itself on a thread of its own, so a request reaches its handler
     // without a switch between threads. At shutdown a read parked on stdin is left behind.
     let (finished, mut serving) = tokio::sync::oneshot::channel();
     let parked = match &connection.inbound {
@@ -190,7 +196,14 @@ pub async fn serve_stdio(
         .spawn(move || {
             stdio::direct::allow_direct_writes();
             crate::runtime::threads::allow_inline_guests();
-            runtime.block_on(processor::serve(connection, processor_server));
+            // Outside tokio's cooperative budget: it is given back only when the future
+            // yields to `block_on`, and this one blocks in `read` instead, so once spent every
+            // channel and semaphore would report "not ready" and send requests off the thread.
+            // The thread serves nothing else, so there is nobody to be fair to.
+            runtime.block_on(tokio::task::unconstrained(face(
+                connection,
+                processor_server,
+            )));
             let _ = finished.send(());
         })?;
     tokio::select! {

@@ -345,3 +345,66 @@ async fn glob_patterns_are_bounded() {
     assert_eq!(fine["isError"], false, "{fine}");
     drop(mcp.server);
 }
+
+/// Lines the SDK's own stdio transport dropped without a word get JSON-RPC's errors, and the
+/// session goes on; a request whose id the client reuses while the first is in flight still
+/// gets its answer.
+#[tokio::test]
+async fn unreadable_lines_get_their_error_and_every_request_its_answer() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").expect("write a.txt");
+    let mut mcp = Mcp::start(&["--fs-root", &root]).await;
+
+    mcp.client.send_text("{not json").await;
+    let parse = mcp.client.reply_to(&Value::Null).await;
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+
+    let bad = json!({"jsonrpc": "2.0", "id": "bad", "method": "tools/call", "params": 7});
+    mcp.client.send(&bad).await;
+    let bad = mcp.client.reply_to(&json!("bad")).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let message = bad["error"]["message"].as_str().expect("message");
+    assert!(message.contains("tools/call"), "{bad}");
+
+    let old = json!({"jsonrpc": "1.0", "id": "old", "method": "tools/list"});
+    mcp.client.send(&old).await;
+    let old = mcp.client.reply_to(&json!("old")).await;
+    assert_eq!(old["error"]["code"], -32600, "{old}");
+
+    // The same id twice, in one write: two answers.
+    let read = json!({"jsonrpc": "2.0", "id": "twice", "method": "tools/call",
+                      "params": {"name": "read_text_file", "arguments": {"path": "a.txt"}}});
+    mcp.client
+        .send_raw(format!("{read}\n{read}\n").as_bytes())
+        .await;
+    for _ in 0..2 {
+        let reply = mcp.client.reply_to(&json!("twice")).await;
+        assert_eq!(text(&reply["result"]), "alpha\n", "{reply}");
+    }
+
+    let read = mcp.tool("read_text_file", json!({"path": "a.txt"})).await;
+    assert_eq!(text(&read), "alpha\n", "{read}");
+    drop(mcp.server);
+}
+
+/// Before a lifecycle is chosen, a tool call is the SDK's to refuse (it carries no protocol
+/// version): no tool runs for a client that did not say which protocol it speaks.
+#[tokio::test]
+async fn a_tool_call_before_any_lifecycle_runs_nothing() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let (server, mut client) = spawn_stdio(&["mcp", "--fs-root", &root]);
+    let marker = dir.path().join("written.txt");
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "write_file",
+                                 "arguments": {"path": marker.display().to_string(), "content": "x"}}});
+    client.send(&call).await;
+    let refused = client.reply_to(&json!(1)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        !marker.exists(),
+        "a tool ran before the lifecycle was chosen"
+    );
+    drop(server);
+}

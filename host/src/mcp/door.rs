@@ -23,7 +23,7 @@ use crate::server::dispatch::Dispatcher;
 use crate::server::methods::{self, Method};
 use crate::server::processor::{Served, serve_route};
 use crate::server::session::SessionHandle;
-use crate::transport::{OUTBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
+use crate::transport::{DirectSink, OUTBOUND_QUEUE_MESSAGES, Outbound, OutboundMessage};
 
 /// Process events queued for the face before the pump waits (as it waits for a slow client).
 const EVENT_QUEUE: usize = 256;
@@ -68,13 +68,16 @@ pub struct Line {
 
 impl Line {
     fn new(peer: String) -> Self {
+        let pending: Pending = Arc::default();
         let (outbound, replies) = Outbound::channel();
+        // Replies reach their callers on the thread that sends them; only notifications queue.
+        let outbound = outbound.with_direct(Arc::new(Router(Arc::clone(&pending))));
         let (closing, closed) = watch::channel(false);
         let (notify, notifications) = mpsc::channel(NOTIFICATION_QUEUE);
         let line = Self {
             connection: Arc::new(ConnectionContext::new(peer, outbound, closed)),
             dispatcher: Dispatcher::new(),
-            pending: Arc::default(),
+            pending,
             next_id: AtomicI64::new(1),
             closing,
             notifications: tokio::sync::Mutex::new(notifications),
@@ -180,7 +183,9 @@ impl Door {
             self.session.clone(),
             route,
             request,
-            false,
+            // Polled first where the call is made: on a thread that may run guests (stdio's),
+            // a plugin call is answered without a switch between threads.
+            true,
         )
         .await;
         rx.await
@@ -295,8 +300,49 @@ impl Door {
     }
 }
 
-/// Resolves each reply's waiter, and hands notifications on (dropped when nobody keeps up:
-/// a watch's one notification is all that matters). Ends when the connection's queue does.
+/// Hands a line's replies to their waiters as they are sent, on the sender's thread: a call
+/// answered in its first poll (a plugin call on stdio's thread) completes without a hop
+/// through a task. Replies carry their id, so they need no order; notifications do, and
+/// take the queue ([`route_replies`]).
+struct Router(Pending);
+
+impl DirectSink for Router {
+    fn try_write(&self, text: &str) -> bool {
+        let Ok(value) = serde_json::from_str::<Value>(text) else {
+            return false;
+        };
+        match value.get("id").and_then(Value::as_i64) {
+            Some(id) => {
+                deliver(&self.0, id, value);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn queued(&self) {}
+
+    fn dropped(&self) {}
+}
+
+/// Resolves the waiter of reply `id` (gone if its caller stopped waiting).
+fn deliver(pending: &Pending, id: i64, mut reply: Value) {
+    let outcome = if let Some(result) = reply.get_mut("result") {
+        Ok(result.take())
+    } else if let Some(error) = reply.get_mut("error") {
+        Err(serde_json::from_value(error.take())
+            .unwrap_or_else(|err| RpcError::internal_error(err.to_string())))
+    } else {
+        Err(RpcError::internal_error("a reply without a result"))
+    };
+    if let Some(waiter) = lock(pending).remove(&id) {
+        let _ = waiter.send(outcome);
+    }
+}
+
+/// Resolves the waiters of replies that were queued after all, and hands notifications on
+/// (dropped when nobody keeps up: a watch's one notification is all that matters). Ends when
+/// the connection's queue does.
 async fn route_replies(
     mut replies: mpsc::Receiver<OutboundMessage>,
     pending: Pending,
@@ -308,24 +354,15 @@ async fn route_replies(
             if message.end {
                 continue;
             }
-            let Ok(mut value) = serde_json::from_str::<Value>(&message.text) else {
+            let Ok(value) = serde_json::from_str::<Value>(&message.text) else {
                 tracing::warn!("the MCP face got a reply it cannot read");
                 continue;
             };
-            let Some(id) = value.get("id").and_then(Value::as_i64) else {
-                let _ = notifications.try_send(value);
-                continue;
-            };
-            let outcome = if let Some(result) = value.get_mut("result") {
-                Ok(result.take())
-            } else if let Some(error) = value.get_mut("error") {
-                Err(serde_json::from_value(error.take())
-                    .unwrap_or_else(|err| RpcError::internal_error(err.to_string())))
-            } else {
-                Err(RpcError::internal_error("a reply without a result"))
-            };
-            if let Some(waiter) = lock(&pending).remove(&id) {
-                let _ = waiter.send(outcome);
+            match value.get("id").and_then(Value::as_i64) {
+                Some(id) => deliver(&pending, id, value),
+                None => {
+                    let _ = notifications.try_send(value);
+                }
             }
         }
     }

@@ -2,8 +2,6 @@
 //! walk of each root, read through the plugin serving `fs/*` (its grants decide), and named by
 //! one URI template. Like the tools, every look goes through the door.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use rmcp::ErrorData as McpError;
 use serde_json::{Value, json};
 
@@ -98,7 +96,7 @@ pub async fn read(door: &Door, uri: &str) -> Result<Value, McpError> {
         .get("dataBase64")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let bytes = BASE64.decode(data).map_err(internal)?;
+    let bytes = wexec_base64::decode(data).map_err(internal)?;
     let mime = mime_type(uri);
     let mut contents = match String::from_utf8(bytes) {
         Ok(text) => json!({"uri": uri, "text": text}),

@@ -195,7 +195,7 @@ pub async fn serve_route(
 /// switch between threads on that CPU (pipelined 4 KiB reads on one CPU: ~1.4x the throughput
 /// inline, as replies also ride along in one write). With more, requests that arrive together
 /// run in parallel. Asked once: the answer reads cgroup files.
-fn one_cpu() -> bool {
+pub(crate) fn one_cpu() -> bool {
     static ONE_CPU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ONE_CPU.get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() == 1))
 }

@@ -68,7 +68,7 @@ pub async fn fetch(call: &Call, arguments: &Value) -> Outcome {
     };
     let response = response.map_err(|error| Failure::of(format!("{method} {url}"), &error))?;
     let body = (response.get("bodyBase64").and_then(Value::as_str))
-        .and_then(|body| BASE64.decode(body).ok())
+        .and_then(|body| wexec_base64::decode(body).ok())
         .unwrap_or_default();
     let text = String::from_utf8_lossy(&body);
     let start =

@@ -211,9 +211,7 @@ pub(super) async fn read_bytes(door: &Door, path: &str) -> Result<Vec<u8>, Failu
         .get("dataBase64")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    BASE64
-        .decode(data)
-        .map_err(|err| Failure(format!("{path}: unreadable contents: {err}")))
+    wexec_base64::decode(data).map_err(|err| Failure(format!("{path}: unreadable contents: {err}")))
 }
 
 /// Reads the file at `path` as text.

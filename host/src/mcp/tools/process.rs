@@ -460,7 +460,7 @@ async fn read_output(call: &Call, arguments: &Value) -> Outcome {
         .flatten()
     {
         let bytes = (chunk.get("chunk").and_then(Value::as_str))
-            .and_then(|data| BASE64.decode(data).ok())
+            .and_then(|data| wexec_base64::decode(data).ok())
             .unwrap_or_default();
         match chunk.get("stream").and_then(Value::as_str) {
             Some("stderr") => stderr.extend(bytes),
