@@ -146,6 +146,13 @@ pub struct ServeOptions {
     #[arg(long)]
     pub process_network: bool,
 
+    /// Refuse to start when this kernel cannot confine processes as the ceiling needs. By
+    /// default wexec then serves everything else (files, fetches, plugins, the MCP file
+    /// tools) and refuses each process request that needs confinement with an error naming
+    /// what the kernel lacks; it never runs a process less confined than asked.
+    #[arg(long)]
+    pub require_sandbox: bool,
+
     /// Refuse every process/* request.
     #[arg(long)]
     pub no_processes: bool,
@@ -258,6 +265,8 @@ pub struct Settings {
     pub session_tasks: Option<usize>,
     /// Pretend the kernel cannot confine processes (tests).
     pub simulate_missing_sandbox: bool,
+    /// Stop before serving when the kernel cannot confine processes (`--require-sandbox`).
+    pub require_sandbox: bool,
     /// Over stdio, look for a quick client's next request before sleeping (not
     /// `--no-stdio-spin`).
     pub stdio_spin: bool,
@@ -485,6 +494,7 @@ impl ServeOptions {
             process_limits,
             session_tasks: self.session_processes,
             simulate_missing_sandbox: self.simulate_missing_sandbox,
+            require_sandbox: self.require_sandbox,
             stdio_spin: !self.no_stdio_spin,
             state,
             listen,

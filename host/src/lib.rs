@@ -56,19 +56,33 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     }
     let shutdown = shutdown_signal()?;
     // The probe runs a confined process through the supervisor (several ms, mostly in other
-    // processes) once startup is over: wexec loads and serves meanwhile. `process/start` waits
-    // for the verdict
-    // (`sandbox/kernel.rs`); a failed one under a ceiling that needs confinement ends wexec
-    // with the startup error, whether serving ends first or not.
+    // processes) once startup is over: wexec loads and serves meanwhile, and `process/start`
+    // waits for the verdict (`sandbox/kernel.rs`). A failed probe makes each process request
+    // that needs confinement a refusal naming what is missing, from the first answer on;
+    // with `--require-sandbox` the probe runs first and a failure stops wexec before it
+    // answers anything.
     tokio::spawn(async {
         tokio::time::sleep(startup::SETTLE_AFTER).await;
         startup::settle();
     });
-    let verdict = tokio::spawn(probe_sandbox(
+    let probe = probe_sandbox(
         settings.ceiling.processes,
         settings.ceiling.mode,
         settings.simulate_missing_sandbox,
-    ));
+        settings.require_sandbox,
+    );
+    let pending = if settings.require_sandbox {
+        probe.await?;
+        None
+    } else {
+        Some(probe)
+    };
+    let verdict = tokio::spawn(async move {
+        match pending {
+            Some(probe) => probe.await,
+            None => Ok(()),
+        }
+    });
     let verdict = async move {
         verdict.await.map_err(|err| {
             // Nothing waiting for the verdict may wait forever.
@@ -149,12 +163,15 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     served
 }
 
-/// Finds out whether this kernel can confine processes; refuses to serve when it cannot
-/// enforce the ceiling (docs/protocol.md §3.1), unless the ceiling is `danger-full-access`.
+/// Finds out whether this kernel can confine processes (docs/protocol.md §3.1). When it
+/// cannot enforce the ceiling (anything but `danger-full-access`), `required`
+/// (`--require-sandbox`) refuses to serve; otherwise each process request that needs
+/// confinement will be refused.
 async fn probe_sandbox(
     processes: bool,
     mode: sandbox::Mode,
     simulate_missing: bool,
+    required: bool,
 ) -> Result<(), RunError> {
     if !processes {
         // Process methods are refused before they would ask.
@@ -170,20 +187,33 @@ async fn probe_sandbox(
             detail: "simulated by --simulate-missing-sandbox".to_owned(),
         })
     } else {
-        // Not before startup is over ([`startup::settle`]); `process/start` waits for it.
-        startup::settled().await;
+        // Not before startup is over ([`startup::settle`]), unless nothing may be served
+        // before the verdict; `process/start` waits for it.
+        if !required {
+            startup::settled().await;
+        }
         process::spawn::probe().await
     };
     if let Err(missing) = &outcome {
-        tracing::warn!(
-            "processes cannot be confined on this kernel: {missing} ({})",
-            missing.detail
-        );
-        if mode != sandbox::Mode::DangerFullAccess {
+        let needed = mode != sandbox::Mode::DangerFullAccess;
+        if needed && required {
             return Err(RunError::Sandbox(format!(
-                "cannot enforce --sandbox {} on this kernel: {missing}; use --sandbox danger-full-access to run unconfined",
-                mode.name()
+                "cannot enforce --sandbox {} on this kernel: {missing} ({}); use --sandbox danger-full-access to run unconfined, or leave out --require-sandbox to serve everything but confined processes",
+                mode.name(),
+                missing.detail
             )));
+        }
+        if needed {
+            tracing::warn!(
+                "processes cannot be confined on this kernel: {missing} ({}); process requests that need confinement will be refused (--sandbox {})",
+                missing.detail,
+                mode.name()
+            );
+        } else {
+            tracing::warn!(
+                "processes cannot be confined on this kernel: {missing} ({}); requests for a sandbox will be refused",
+                missing.detail
+            );
         }
     }
     sandbox::kernel::record(outcome);

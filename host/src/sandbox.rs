@@ -89,8 +89,8 @@ pub fn process_policy(
             placeholders: Vec::new(),
         });
     }
-    if kernel::available().is_err() {
-        return Err(RpcError::invalid_params(REFUSAL));
+    if let Err(missing) = kernel::available() {
+        return Err(RpcError::invalid_params(format!("{REFUSAL}: {missing}")));
     }
     let layers = guarded(layers, &ceiling.protected, &ceiling.secrets);
     let layers = with_git_directories(layers)?;

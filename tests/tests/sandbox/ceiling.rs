@@ -135,30 +135,119 @@ async fn readable_roots_hide_the_rest_of_the_disk() {
     assert!(!run.output.contains("\nh"), "{run:?}");
 }
 
+/// The refusal of a process that needs confinement on a kernel without user namespaces.
+const MISSING: &str =
+    "sandbox intent cannot be enforced on this executor: user namespaces is unavailable";
+
 #[tokio::test]
 async fn a_kernel_without_the_mechanisms_refuses_confinement_and_nothing_runs() {
     let dir = TempDir::new();
     let root = dir.path().display().to_string();
-    // workspace-write cannot be enforced: wexec does not start.
-    let output = command(&["--fs-root", &root, "--simulate-missing-sandbox"])
-        .output()
-        .await
-        .expect("run wexec");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("wexec: cannot enforce --sandbox workspace-write on this kernel: user namespaces is unavailable; use --sandbox danger-full-access to run unconfined"),
-        "{stderr}"
-    );
-    // danger-full-access starts; a restricted request is refused before any side effect.
-    let (_server, mut client) = spawn_stdio(&[
+    // With --require-sandbox, workspace-write that cannot be enforced stops wexec before it
+    // answers anything.
+    let mut refused = command(&[
         "--fs-root",
         &root,
-        "--sandbox",
-        "danger-full-access",
         "--simulate-missing-sandbox",
+        "--require-sandbox",
     ]);
+    refused.stdin(std::process::Stdio::piped());
+    let mut refused = refused.spawn().expect("run wexec");
+    let mut stdin = refused.stdin.take().expect("stdin");
+    tokio::io::AsyncWriteExt::write_all(
+        &mut stdin,
+        b"{\"id\":1,\"method\":\"initialize\",\"params\":{\"clientName\":\"t\"}}\n",
+    )
+    .await
+    .expect("write stdin");
+    let output = refused.wait_with_output().await.expect("wexec ends");
+    assert!(!output.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "",
+        "answered before refusing"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("wexec: cannot enforce --sandbox workspace-write on this kernel: user namespaces is unavailable"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--sandbox danger-full-access"), "{stderr}");
+    // By default it serves, and refuses each process that needs confinement, saying why;
+    // under either ceiling a restricted request is refused before any side effect.
+    for ceiling in ["workspace-write", "danger-full-access"] {
+        let (_server, mut client) = spawn_stdio(&[
+            "--fs-root",
+            &root,
+            "--sandbox",
+            ceiling,
+            "--simulate-missing-sandbox",
+        ]);
+        client.handshake().await;
+        let marker = dir.path().join("ran");
+        let error = client
+            .call_err(
+                "process/start",
+                json!({
+                    "processId": "p",
+                    "argv": ["touch", marker.display().to_string()],
+                    "cwd": root,
+                    "env": {"PATH": "/usr/bin:/bin"},
+                    "tty": false,
+                    "sandbox": codex_read_only(dir.path()),
+                }),
+            )
+            .await;
+        assert_eq!(error, rpc_error(-32602, MISSING), "{ceiling}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!marker.exists(), "{ceiling}");
+        let unknown = client
+            .call_err("process/read", json!({"processId": "p"}))
+            .await;
+        assert_eq!(unknown, rpc_error(-32600, "unknown process id p"));
+        let status = client.call("environment/status", json!({})).await;
+        assert_eq!(status["status"], "ready", "{ceiling}");
+    }
+}
+
+/// A kernel where user namespaces cannot be made (as in Docker's default seccomp profile or
+/// under Ubuntu's AppArmor restriction), for real: wexec runs in a user namespace whose
+/// `max_user_namespaces` is 0. README's session is answered in full, files are served, and a
+/// process is refused naming what is missing, from the first answer to the last.
+#[tokio::test]
+async fn without_user_namespaces_wexec_serves_all_but_confined_processes() {
+    let launcher = [
+        "unshare",
+        "-U",
+        "-r",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
+    ];
+    let probe = std::process::Command::new(launcher[0])
+        .args(&launcher[1..])
+        .arg("true")
+        .status();
+    if !probe.is_ok_and(|status| status.success()) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI: unshare -U -r cannot make the namespace-less environment this test needs"
+        );
+        eprintln!("skipped: unshare -U -r is not available here");
+        return;
+    }
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    std::fs::write(dir.path().join("a.txt"), "alpha").expect("write a.txt");
+    let (_server, mut client) =
+        wexec_tests::spawn_stdio_with(wexec_tests::command_under(&launcher, &["--fs-root", &root]));
     client.handshake().await;
+    for method in ["environment/status", "environment/info", "plugin/list"] {
+        client.call(method, json!({})).await;
+    }
+    let path = dir.path().join("a.txt").display().to_string();
+    let read = client.call("fs/readFile", json!({"path": path})).await;
+    assert_eq!(read["dataBase64"], "YWxwaGE=", "{read}");
     let marker = dir.path().join("ran");
     let error = client
         .call_err(
@@ -169,20 +258,14 @@ async fn a_kernel_without_the_mechanisms_refuses_confinement_and_nothing_runs() 
                 "cwd": root,
                 "env": {"PATH": "/usr/bin:/bin"},
                 "tty": false,
-                "sandbox": codex_read_only(dir.path()),
             }),
         )
         .await;
-    assert_eq!(
-        error,
-        rpc_error(-32602, "sandbox intent cannot be enforced on this executor")
-    );
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(error, rpc_error(-32602, MISSING));
     assert!(!marker.exists());
-    let unknown = client
-        .call_err("process/read", json!({"processId": "p"}))
-        .await;
-    assert_eq!(unknown, rpc_error(-32600, "unknown process id p"));
+    // Still serving after the refusal.
+    let status = client.call("environment/status", json!({})).await;
+    assert_eq!(status["status"], "ready");
 }
 
 #[tokio::test]
