@@ -408,3 +408,71 @@ async fn a_tool_call_before_any_lifecycle_runs_nothing() {
     );
     drop(server);
 }
+
+/// A client that reuses the id of a request still in flight (JSON-RPC forbids it, clients do
+/// it) can still cancel both, and leaving still ends everything it started.
+#[tokio::test]
+async fn requests_sharing_an_id_are_all_cancelled_and_the_end_of_input_ends_them() {
+    let dir = TempDir::new();
+    let root = dir.path().display().to_string();
+    let mut mcp = Mcp::start(&["--fs-root", &root]).await;
+    let marker = format!(
+        "{}.{}",
+        100_000 + std::process::id() % 100_000,
+        mcp.server.pid()
+    );
+    let sleeping = |marker: &str| {
+        let marker = marker.to_owned();
+        wexec_tests::running_where(move |cmdline| {
+            String::from_utf8_lossy(cmdline).contains(&marker)
+        })
+    };
+    let long = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                      "params": {"name": "run_command",
+                                 "arguments": {"argv": ["sleep", marker], "timeout_ms": 600_000}}});
+    mcp.client.send(&long).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sleeping(&marker).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!sleeping(&marker).is_empty(), "the command did not start");
+    // The same id again, answered at once: the first is still in flight under it.
+    let quick = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                       "params": {"name": "list_allowed_directories", "arguments": {}}});
+    mcp.client.send(&quick).await;
+    let answered = mcp.client.reply_to(&json!(5)).await;
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+    mcp.client
+        .send(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 5}}),
+        )
+        .await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !sleeping(&marker).is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        sleeping(&marker).is_empty(),
+        "the cancelled command still runs"
+    );
+
+    // Two more under one id, then the end of input: wexec ends both and exits.
+    let second = format!("{marker}1");
+    for (id, what) in [(7, &second), (7, &marker)] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": "run_command",
+                                     "arguments": {"argv": ["sleep", what], "timeout_ms": 600_000}}});
+        mcp.client.send(&call).await;
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sleeping(&marker).len() < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    mcp.client.close().await;
+    assert!(mcp.server.wait().await.success());
+    assert!(
+        sleeping(&marker).is_empty(),
+        "a command outlived its session"
+    );
+}

@@ -19,8 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions, GetMeta,
-    JsonRpcMessage, JsonRpcRequest, RequestId, ServerJsonRpcMessage,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions,
+    GetMeta, JsonRpcMessage, JsonRpcRequest, PaginatedRequestParams, ReadResourceRequestParams,
+    RequestId, ServerJsonRpcMessage,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer, Service};
 use rmcp::transport::Transport;
@@ -58,10 +59,10 @@ fn is_direct(request: &ClientRequest) -> bool {
     )
 }
 
-/// The requests served on the reading thread and not yet answered, by id: a number of the
-/// codec's own (a client may reuse an id; each request still gets its answer) and the token
-/// that cancels it.
-type InFlight = Arc<Mutex<HashMap<RequestId, (u64, CancellationToken)>>>;
+/// The requests served on the reading thread and not yet answered, by a number of the
+/// codec's own: a client may reuse an id, and each such request still gets its answer, is
+/// cancelled by a cancellation of its id and at the end of input.
+type InFlight = Arc<Mutex<HashMap<u64, (RequestId, CancellationToken)>>>;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // Critical sections only insert and remove map entries.
@@ -223,9 +224,15 @@ impl Codec {
                 if let ClientNotification::CancelledNotification(cancelled) =
                     &notification.notification
                     && let Some(id) = &cancelled.params.request_id
-                    && let Some((_, token)) = lock(&self.in_flight).remove(id)
                 {
-                    token.cancel();
+                    // Every request in flight under that id: the client reused it.
+                    lock(&self.in_flight).retain(|_, (request, token)| {
+                        let keep = request != id;
+                        if !keep {
+                            token.cancel();
+                        }
+                        keep
+                    });
                 }
                 // The SDK's loop cancels what it serves itself.
                 self.forward(JsonRpcMessage::Notification(notification), held)
@@ -253,7 +260,7 @@ impl Codec {
         } = request;
         let cancelled = CancellationToken::new();
         let number = self.served.fetch_add(1, Ordering::Relaxed);
-        lock(&self.in_flight).insert(id.clone(), (number, cancelled.clone()));
+        lock(&self.in_flight).insert(number, (id.clone(), cancelled.clone()));
         let mut context = RequestContext::new(id.clone(), peer);
         context.ct = cancelled.clone();
         context.meta = std::mem::take(request.get_meta_mut());
@@ -264,15 +271,7 @@ impl Codec {
         let job = async move {
             let _held = held;
             let outcome = face.handle_request(request, context).await;
-            {
-                let mut in_flight = lock(&in_flight);
-                if in_flight
-                    .get(&id)
-                    .is_some_and(|(entry, _)| *entry == number)
-                {
-                    in_flight.remove(&id);
-                }
-            }
+            lock(&in_flight).remove(&number);
             if cancelled.is_cancelled() {
                 return;
             }
@@ -307,7 +306,7 @@ impl Codec {
 fn parse(line: &[u8]) -> Result<ClientJsonRpcMessage, Option<String>> {
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let unreadable = match serde_json::from_slice(line) {
-        Ok(message) => return Ok(message),
+        Ok(message) => return misnamed(message),
         Err(err) => err,
     };
     let value: Value = match serde_json::from_slice(line) {
@@ -317,27 +316,66 @@ fn parse(line: &[u8]) -> Result<ClientJsonRpcMessage, Option<String>> {
             return Err(Some(error_reply(Value::Null, PARSE_ERROR, &text)));
         }
     };
-    let id = value
-        .get("id")
-        .filter(|id| id.is_string() || id.is_i64() || id.is_u64())
-        .cloned();
-    let method = value.get("method").and_then(Value::as_str);
-    let versioned = value.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
-    match (id, method) {
-        (Some(id), Some(method)) if versioned => {
+    let invalid = |id: Value, why: &dyn std::fmt::Display| {
+        let text = format!("Invalid Request: {why}");
+        Err(Some(error_reply(id, INVALID_REQUEST, &text)))
+    };
+    // The envelope alone: when it reads, what the SDK's types refused is in the params.
+    let envelope = match serde_json::from_slice::<Envelope>(line) {
+        Ok(envelope) => envelope,
+        Err(err) => return invalid(Value::Null, &err),
+    };
+    let id = envelope.id.map(|id| json!(id));
+    if value.get("id").is_some() && id.is_none() {
+        return invalid(Value::Null, &"the id is null");
+    }
+    if envelope.jsonrpc.as_deref() != Some("2.0") {
+        return invalid(id.unwrap_or(Value::Null), &"jsonrpc must be \"2.0\"");
+    }
+    match (id, envelope.method) {
+        (Some(id), Some(method)) => {
             let text = format!("invalid params for {method}: {unreadable}");
             Err(Some(error_reply(id, INVALID_PARAMS, &text)))
         }
         // A notification has nobody to answer, nor has a response.
         (None, Some(_)) => Err(None),
         (_, None) if value.get("result").is_some() || value.get("error").is_some() => Err(None),
-        (id, _) => {
-            let text = format!("Invalid Request: {unreadable}");
-            Err(Some(error_reply(
-                id.unwrap_or(Value::Null),
-                INVALID_REQUEST,
-                &text,
-            )))
+        (id, None) => invalid(id.unwrap_or(Value::Null), &unreadable),
+    }
+}
+
+/// What every JSON-RPC message has: any other member is the params' (or a result's).
+#[derive(serde::Deserialize)]
+struct Envelope {
+    jsonrpc: Option<String>,
+    id: Option<RequestId>,
+    method: Option<String>,
+}
+
+/// The SDK reads a request for one of its own methods whose params do not decode as a custom
+/// request, which its loop answers "method not found": for the methods served here, the
+/// client gets -32602 with what is wrong instead.
+fn misnamed(message: ClientJsonRpcMessage) -> Result<ClientJsonRpcMessage, Option<String>> {
+    let JsonRpcMessage::Request(request) = &message else {
+        return Ok(message);
+    };
+    let ClientRequest::CustomRequest(custom) = &request.request else {
+        return Ok(message);
+    };
+    let params = custom.params.clone().unwrap_or(Value::Null);
+    let decoded = match custom.method.as_str() {
+        "tools/call" => serde_json::from_value::<CallToolRequestParams>(params).map(drop),
+        "resources/read" => serde_json::from_value::<ReadResourceRequestParams>(params).map(drop),
+        "tools/list" | "resources/list" | "resources/templates/list" => {
+            serde_json::from_value::<Option<PaginatedRequestParams>>(params).map(drop)
+        }
+        _ => return Ok(message),
+    };
+    match decoded {
+        Ok(()) => Ok(message),
+        Err(err) => {
+            let text = format!("invalid params for {}: {err}", custom.method);
+            Err(Some(error_reply(json!(request.id), INVALID_PARAMS, &text)))
         }
     }
 }
@@ -416,6 +454,27 @@ mod tests {
 
         let reply = refusal("[1,2]").unwrap();
         assert_eq!(reply["error"]["code"], INVALID_REQUEST);
+
+        for id in ["null", "1.5", "{}", "true", "18446744073709551615"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let reply = refusal(&line).unwrap();
+            assert_eq!(reply["error"]["code"], INVALID_REQUEST, "{line}");
+            assert_eq!(reply["id"], Value::Null, "{line}");
+        }
+        let reply = refusal(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#).unwrap();
+        assert_eq!(reply["error"]["code"], INVALID_REQUEST);
+
+        for params in [r#"{}"#, r#"{"name":5}"#, r#"{"name":"x","arguments":"y"}"#] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{params}}}"#);
+            let reply = refusal(&line).unwrap();
+            assert_eq!(reply["error"]["code"], INVALID_PARAMS, "{line}");
+            assert_eq!(reply["id"], 3, "{line}");
+        }
+        let reply =
+            refusal(r#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":5}}"#)
+                .unwrap();
+        assert_eq!(reply["error"]["code"], INVALID_PARAMS);
     }
 
     #[test]
