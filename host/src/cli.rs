@@ -194,6 +194,13 @@ pub enum Command {
     /// Tools for plugin authors: scaffold a plugin crate, inspect a built plugin.
     #[command(subcommand)]
     Plugin(crate::plugin_tool::PluginCommand),
+    /// Check what this machine gives the process sandbox, and how to get what is missing
+    /// (exit status 0 when confined processes can run, 1 when they cannot).
+    Doctor {
+        /// The report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Which protocol wexec speaks to its clients.

@@ -24,6 +24,7 @@
 mod builtin;
 mod cli;
 mod config;
+pub mod doctor;
 mod limits;
 mod mcp;
 pub mod plugin_tool;

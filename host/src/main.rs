@@ -1,5 +1,6 @@
 //! The `wexec` command: parse the command line, set up logging, run.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -21,6 +22,7 @@ fn main() -> ExitCode {
         .init();
     let (serve, face) = match options.command {
         Some(wexec::Command::Plugin(command)) => return plugin_tool(command),
+        Some(wexec::Command::Doctor { json }) => return doctor(json),
         Some(wexec::Command::Mcp(serve)) => (*serve, wexec::Face::Mcp),
         None => (options.serve, wexec::Face::Codex),
     };
@@ -70,5 +72,36 @@ fn plugin_tool(command: wexec::plugin_tool::PluginCommand) -> ExitCode {
             eprintln!("wexec: cannot start the async runtime: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `wexec doctor`.
+fn doctor(json: bool) -> ExitCode {
+    // The probe goes through the process supervisor, forked before any thread.
+    if let Err(err) = wexec::prepare() {
+        eprintln!("wexec: {err}");
+        return ExitCode::FAILURE;
+    }
+    let report = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(wexec::doctor::examine()),
+        Err(err) => {
+            eprintln!("wexec: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let printed = if json {
+        serde_json::to_string_pretty(&report).unwrap_or_default()
+    } else {
+        wexec::doctor::text(&report)
+    };
+    // A reader that went away (`| head`) is no failure of the check.
+    let _ = writeln!(std::io::stdout().lock(), "{}", printed.trim_end());
+    if report.confined_processes {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }

@@ -114,7 +114,7 @@ fn kill_members(dir: &std::path::Path) {
 
 /// The directory of wexec's pids cgroup: the v1 `pids` hierarchy's mount joined with the path
 /// `/proc/self/cgroup` gives.
-fn find_hierarchy() -> Result<PathBuf, String> {
+pub(crate) fn find_hierarchy() -> Result<PathBuf, String> {
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").map_err(|err| err.to_string())?;
     let own = cgroups
         .lines()

@@ -216,26 +216,9 @@ async fn a_kernel_without_the_mechanisms_refuses_confinement_and_nothing_runs() 
 /// process is refused naming what is missing, from the first answer to the last.
 #[tokio::test]
 async fn without_user_namespaces_wexec_serves_all_but_confined_processes() {
-    let launcher = [
-        "unshare",
-        "-U",
-        "-r",
-        "sh",
-        "-c",
-        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
-    ];
-    let probe = std::process::Command::new(launcher[0])
-        .args(&launcher[1..])
-        .arg("true")
-        .status();
-    if !probe.is_ok_and(|status| status.success()) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI: unshare -U -r cannot make the namespace-less environment this test needs"
-        );
-        eprintln!("skipped: unshare -U -r is not available here");
+    let Some(launcher) = super::without_user_namespaces() else {
         return;
-    }
+    };
     let dir = TempDir::new();
     let root = dir.path().display().to_string();
     std::fs::write(dir.path().join("a.txt"), "alpha").expect("write a.txt");

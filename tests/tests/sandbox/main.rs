@@ -8,6 +8,7 @@
 )]
 
 mod ceiling;
+mod doctor;
 mod escapes;
 mod fs_methods;
 mod lifetime;
@@ -25,6 +26,34 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use wexec_tests::{Client, running_where};
 pub use wexec_tests::{codex_read_only, codex_workspace_write, managed, special};
+
+/// A launcher (for [`wexec_tests::command_under`]) that takes user namespaces away from
+/// wexec for real, as Docker's default seccomp profile or Ubuntu's AppArmor restriction do:
+/// a user namespace whose `max_user_namespaces` is 0. `None` (said, and a failure under
+/// `CI`) where `unshare -U -r` cannot make one.
+pub fn without_user_namespaces() -> Option<[&'static str; 6]> {
+    let launcher = [
+        "unshare",
+        "-U",
+        "-r",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
+    ];
+    let made = std::process::Command::new(launcher[0])
+        .args(&launcher[1..])
+        .arg("true")
+        .status();
+    if made.is_ok_and(|status| status.success()) {
+        return Some(launcher);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI: unshare -U -r cannot make the namespace-less environment this test needs"
+    );
+    eprintln!("skipped: unshare -U -r is not available here");
+    None
+}
 
 /// A finished process, as `process/read` reported it.
 #[derive(Debug)]
