@@ -38,15 +38,9 @@ fn main() -> ExitCode {
         eprintln!("wexec: {err}");
         return ExitCode::FAILURE;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("wexec: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let outcome = runtime.block_on(wexec::run(settings));
     // A blocking read of stdin may still be parked in the runtime's thread pool; do not wait
@@ -63,16 +57,21 @@ fn main() -> ExitCode {
 
 /// `wexec plugin ...`.
 fn plugin_tool(command: wexec::plugin_tool::PluginCommand) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread()
+    match runtime() {
+        Ok(runtime) => runtime.block_on(wexec::plugin_tool::run(command)),
+        Err(code) => code,
+    }
+}
+
+/// The async runtime, or the exit status after saying why there is none.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime.block_on(wexec::plugin_tool::run(command)),
-        Err(err) => {
+        .map_err(|err| {
             eprintln!("wexec: cannot start the async runtime: {err}");
             ExitCode::FAILURE
-        }
-    }
+        })
 }
 
 /// `wexec doctor`.
@@ -82,15 +81,9 @@ fn doctor(json: bool) -> ExitCode {
         eprintln!("wexec: {err}");
         return ExitCode::FAILURE;
     }
-    let report = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let report = match runtime() {
         Ok(runtime) => runtime.block_on(wexec::doctor::examine()),
-        Err(err) => {
-            eprintln!("wexec: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let printed = if json {
         serde_json::to_string_pretty(&report).unwrap_or_default()
