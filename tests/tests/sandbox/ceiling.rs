@@ -135,6 +135,26 @@ async fn readable_roots_hide_the_rest_of_the_disk() {
     assert!(!run.output.contains("\nh"), "{run:?}");
 }
 
+/// The error of a `process/start` of `touch marker` in `cwd` with `sandbox` (none if null).
+async fn start_touching(
+    client: &mut wexec_tests::Client,
+    marker: &std::path::Path,
+    cwd: &str,
+    sandbox: Value,
+) -> Value {
+    let mut params = json!({
+        "processId": "p",
+        "argv": ["touch", marker.display().to_string()],
+        "cwd": cwd,
+        "env": {"PATH": "/usr/bin:/bin"},
+        "tty": false,
+    });
+    if !sandbox.is_null() {
+        params["sandbox"] = sandbox;
+    }
+    client.call_err("process/start", params).await
+}
+
 /// The refusal of a process that needs confinement on a kernel without user namespaces.
 const MISSING: &str =
     "sandbox intent cannot be enforced on this executor: user namespaces is unavailable";
@@ -185,19 +205,8 @@ async fn a_kernel_without_the_mechanisms_refuses_confinement_and_nothing_runs() 
         ]);
         client.handshake().await;
         let marker = dir.path().join("ran");
-        let error = client
-            .call_err(
-                "process/start",
-                json!({
-                    "processId": "p",
-                    "argv": ["touch", marker.display().to_string()],
-                    "cwd": root,
-                    "env": {"PATH": "/usr/bin:/bin"},
-                    "tty": false,
-                    "sandbox": codex_read_only(dir.path()),
-                }),
-            )
-            .await;
+        let sandbox = codex_read_only(dir.path());
+        let error = start_touching(&mut client, &marker, &root, sandbox).await;
         assert_eq!(error, rpc_error(-32602, MISSING), "{ceiling}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         assert!(!marker.exists(), "{ceiling}");
@@ -232,18 +241,7 @@ async fn without_user_namespaces_wexec_serves_all_but_confined_processes() {
     let read = client.call("fs/readFile", json!({"path": path})).await;
     assert_eq!(read["dataBase64"], "YWxwaGE=", "{read}");
     let marker = dir.path().join("ran");
-    let error = client
-        .call_err(
-            "process/start",
-            json!({
-                "processId": "p",
-                "argv": ["touch", marker.display().to_string()],
-                "cwd": root,
-                "env": {"PATH": "/usr/bin:/bin"},
-                "tty": false,
-            }),
-        )
-        .await;
+    let error = start_touching(&mut client, &marker, &root, Value::Null).await;
     assert_eq!(error, rpc_error(-32602, MISSING));
     assert!(!marker.exists());
     // Still serving after the refusal.
