@@ -13,6 +13,17 @@ use crate::runtime::{Limits, LoadError, PluginSpec, read_plugin_file};
 use crate::sandbox::{Ceiling, Mode};
 use crate::transport::websocket::credential::Credential;
 
+/// Shown after the options.
+const EXAMPLES: &str = "\
+Examples:
+  wexec --fs-root .                       the Codex face on stdio, as Codex launches it
+  WEXEC_TOKEN=... wexec --listen ws://0.0.0.0:8765 --fs-root /workspace
+                                          the Codex face for remote clients
+  wexec mcp --fs-root .                   the MCP face on stdio, as MCP clients launch it
+  wexec doctor                            can processes be confined here, and if not, why
+
+Docs: README.md, docs/protocol.md, docs/mcp.md, docs/sandbox.md, docs/plugins.md";
+
 /// wexec: an exec host for AI agents and remote tools.
 ///
 /// A client drives wexec with JSON-RPC (the Codex exec-server protocol) to run processes and to
@@ -24,7 +35,8 @@ use crate::transport::websocket::credential::Credential;
     version,
     about,
     long_about,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = EXAMPLES
 )]
 pub struct Options {
     /// What to serve and under which grants and ceiling.
@@ -42,142 +54,190 @@ pub struct ServeOptions {
     /// Where to serve: `stdio://` (newline-delimited JSON on stdin/stdout); for the Codex face
     /// `ws://IP:PORT`, for `wexec mcp` `http://IP:PORT/PATH` (Streamable HTTP), each with a
     /// literal IP (port 0 picks a free port; the bound URL is printed as the first stdout line).
-    #[arg(long, value_name = "URL", default_value = "stdio://")]
+    #[arg(
+        help_heading = "Serving",
+        long,
+        value_name = "URL",
+        default_value = "stdio://"
+    )]
     pub listen: String,
 
     /// A directory the `fs` plugin may use (repeatable; default: the working directory). Must
     /// exist; canonicalized at startup.
-    #[arg(long = "fs-root", value_name = "DIR")]
+    #[arg(help_heading = "Grants", long = "fs-root", value_name = "DIR")]
     pub fs_roots: Vec<PathBuf>,
 
     /// A host the `http` plugin may reach (repeatable; default: none): `example.com`,
     /// `example.com:8443`, `example.com:*`, `*.example.com`, or `*` for everything.
-    #[arg(long = "allow-host", value_name = "PATTERN")]
+    #[arg(help_heading = "Grants", long = "allow-host", value_name = "PATTERN")]
     pub allow_hosts: Vec<String>,
 
     /// An environment variable of wexec's that `http/request` headers may append with
     /// `valueEnvVar` (repeatable; default: none), e.g. a bearer token kept on the executor.
-    #[arg(long = "allow-header-env", value_name = "NAME")]
+    #[arg(
+        help_heading = "Grants",
+        long = "allow-header-env",
+        value_name = "NAME"
+    )]
     pub allow_header_env: Vec<String>,
 
     /// Bearer token required on WebSocket upgrades (with `wexec mcp`, on every HTTP request).
     /// Mandatory when listening off loopback.
     /// Prefer the environment variable: command lines are visible to other users.
-    #[arg(long, env = "WEXEC_TOKEN", value_name = "T", hide_env_values = true)]
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "WEXEC_TOKEN",
+        value_name = "T",
+        hide_env_values = true
+    )]
     pub token: Option<String>,
 
     /// WebSocket authentication as Codex's exec-server spells it: `capability-token`, with
     /// `--ws-token-file` or `--ws-token-sha256` (the same bearer check as --token).
-    #[arg(long = "ws-auth", value_name = "MODE", value_enum)]
+    #[arg(
+        help_heading = "Serving",
+        long = "ws-auth",
+        value_name = "MODE",
+        value_enum
+    )]
     pub ws_auth: Option<WsAuth>,
 
     /// A file holding the capability token (surrounding whitespace ignored).
-    #[arg(long = "ws-token-file", value_name = "PATH")]
+    #[arg(help_heading = "Serving", long = "ws-token-file", value_name = "PATH")]
     pub ws_token_file: Option<PathBuf>,
 
     /// The hex SHA-256 digest of the capability token: wexec then never holds the token.
-    #[arg(long = "ws-token-sha256", value_name = "HEX")]
+    #[arg(help_heading = "Serving", long = "ws-token-sha256", value_name = "HEX")]
     pub ws_token_sha256: Option<String>,
 
     /// How long a session whose WebSocket dropped stays resumable, in seconds; its processes
     /// keep running meanwhile and are terminated when it expires.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    #[arg(
+        help_heading = "Serving",
+        long,
+        value_name = "SECONDS",
+        default_value_t = 30
+    )]
     pub detach_ttl: u64,
 
     /// Load another WebAssembly plugin (repeatable). It gets no filesystem, network or
     /// environment grants; use --config to grant them.
-    #[arg(long = "plugin", value_name = "FILE")]
+    #[arg(help_heading = "Plugins", long = "plugin", value_name = "FILE")]
     pub plugins: Vec<PathBuf>,
 
     /// A configuration file (TOML) listing plugins with their grants and limits; see
     /// docs/plugins.md.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Plugins", long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
     /// Execution time allowed per plugin call, in milliseconds (time blocked in host I/O does
     /// not count).
-    #[arg(long, value_name = "N", default_value_t = 30_000)]
+    #[arg(
+        help_heading = "Plugins",
+        long,
+        value_name = "N",
+        default_value_t = 30_000
+    )]
     pub plugin_time_limit_ms: u64,
 
     /// Memory allowed per plugin instance, in MiB.
-    #[arg(long, value_name = "N", default_value_t = 512)]
+    #[arg(
+        help_heading = "Plugins",
+        long,
+        value_name = "N",
+        default_value_t = 512
+    )]
     pub plugin_memory_limit_mib: u64,
 
     /// Log output allowed per plugin call, in KiB; later lines are dropped and counted.
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(help_heading = "Plugins", long, value_name = "N", default_value_t = 64)]
     pub plugin_log_limit_kib: u64,
 
     /// WebSocket connections served at once, further upgrades get 503 (with `wexec mcp`, HTTP
     /// connections, further ones are closed).
-    #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(help_heading = "Limits", long, value_name = "N", default_value_t = crate::limits::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 
     /// Live processes one session may have (started and not yet ended with all they forked;
     /// default 256). Set explicitly, it also caps the session's tasks with a pids cgroup, so a
     /// fork bomb gets EAGAIN (wexec refuses to start if it cannot make one).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Limits", long, value_name = "N")]
     pub session_processes: Option<usize>,
 
     /// Live processes across every session.
-    #[arg(long, value_name = "N", default_value_t = crate::limits::DEFAULT_MAX_PROCESSES)]
+    #[arg(help_heading = "Limits", long, value_name = "N", default_value_t = crate::limits::DEFAULT_MAX_PROCESSES)]
     pub max_processes: usize,
 
     /// MiB of inbound messages wexec holds at once (read and not yet answered), across
     /// connections; a message that does not fit is refused with an error.
-    #[arg(long, value_name = "N", default_value_t = (crate::limits::DEFAULT_INBOUND_BYTES >> 20) as u64)]
+    #[arg(help_heading = "Limits", long, value_name = "N", default_value_t = (crate::limits::DEFAULT_INBOUND_BYTES >> 20) as u64)]
     pub max_inbound_mib: u64,
 
     /// The process sandbox ceiling: what any process may do at most (a client's `sandbox` can
     /// only narrow it); default workspace-write. See docs/sandbox.md.
-    #[arg(long = "sandbox", value_name = "MODE", value_enum)]
+    #[arg(
+        help_heading = "Process sandbox",
+        long = "sandbox",
+        value_name = "MODE",
+        value_enum
+    )]
     pub sandbox_mode: Option<Mode>,
 
     /// A directory processes may write under workspace-write (repeatable; default: the fs
     /// roots and the temp dir). Must exist.
-    #[arg(long = "writable-root", value_name = "DIR")]
+    #[arg(
+        help_heading = "Process sandbox",
+        long = "writable-root",
+        value_name = "DIR"
+    )]
     pub writable_roots: Vec<PathBuf>,
 
     /// Confine process reads to these directories (repeatable), the writable roots and the
     /// minimal system set programs need; default: the whole disk is readable.
-    #[arg(long = "readable-root", value_name = "DIR")]
+    #[arg(
+        help_heading = "Process sandbox",
+        long = "readable-root",
+        value_name = "DIR"
+    )]
     pub readable_roots: Vec<PathBuf>,
 
     /// Let processes use the network (default: only AF_UNIX socket pairs).
-    #[arg(long)]
+    #[arg(help_heading = "Process sandbox", long)]
     pub process_network: bool,
 
     /// Refuse to start when this kernel cannot confine processes as the ceiling needs. By
     /// default wexec then serves everything else (files, fetches, plugins, the MCP file
     /// tools) and refuses each process request that needs confinement with an error naming
     /// what the kernel lacks; it never runs a process less confined than asked.
-    #[arg(long)]
+    #[arg(help_heading = "Process sandbox", long)]
     pub require_sandbox: bool,
 
     /// Refuse every process/* request.
-    #[arg(long)]
+    #[arg(help_heading = "Process sandbox", long)]
     pub no_processes: bool,
 
     /// CPU seconds each process (and each descendant) may use (RLIMIT_CPU).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Limits", long, value_name = "N")]
     pub process_cpu_seconds: Option<u64>,
 
     /// Address space per process, in MiB (RLIMIT_AS).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Limits", long, value_name = "N")]
     pub process_memory_mib: Option<u64>,
 
     /// Open files per process (RLIMIT_NOFILE).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Limits", long, value_name = "N")]
     pub process_open_files: Option<u64>,
 
     /// Largest file a process may write, in MiB (RLIMIT_FSIZE).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = "Limits", long, value_name = "N")]
     pub process_file_size_mib: Option<u64>,
 
     /// Over stdio, never look for the next request before sleeping. By default, while a client
     /// sends requests quickly, wexec looks for its next one for up to 50 µs (at most half its
     /// time) before it sleeps, which lowers latency for a client on another CPU at some CPU
     /// time's cost (docs/protocol.md §6, "Latency").
-    #[arg(long)]
+    #[arg(help_heading = "Serving", long)]
     pub no_stdio_spin: bool,
 
     /// Testing aid: behave as on a kernel without the sandbox's mechanisms.

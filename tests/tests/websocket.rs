@@ -256,9 +256,29 @@ async fn version_and_help() {
         "--plugin-time-limit-ms",
         "--plugin-memory-limit-mib",
         "WEXEC_TOKEN",
+        "--require-sandbox",
+        "wexec doctor",
     ] {
         assert!(help.contains(option), "--help mentions {option}");
     }
+    // Grouped, each option under its heading, and examples at the end.
+    let heading_of = |option: &str| {
+        let at = help
+            .find(&format!("      {option}"))
+            .expect("the option is listed");
+        (help[..at].lines().rev())
+            .find(|line| line.ends_with(':') && !line.starts_with(' '))
+            .map(str::to_owned)
+    };
+    assert_eq!(heading_of("--listen").as_deref(), Some("Serving:"));
+    assert_eq!(heading_of("--allow-host").as_deref(), Some("Grants:"));
+    assert_eq!(heading_of("--config").as_deref(), Some("Plugins:"));
+    assert_eq!(heading_of("--sandbox").as_deref(), Some("Process sandbox:"));
+    assert_eq!(
+        heading_of("--process-cpu-seconds").as_deref(),
+        Some("Limits:")
+    );
+    assert!(help.contains("\nExamples:\n"), "{help}");
 }
 
 #[tokio::test]
