@@ -72,18 +72,12 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         settings.simulate_missing_sandbox,
         settings.require_sandbox,
     );
-    let pending = if settings.require_sandbox {
+    let verdict = if settings.require_sandbox {
         probe.await?;
-        None
+        tokio::spawn(async { Ok(()) })
     } else {
-        Some(probe)
+        tokio::spawn(probe)
     };
-    let verdict = tokio::spawn(async move {
-        match pending {
-            Some(probe) => probe.await,
-            None => Ok(()),
-        }
-    });
     let verdict = async move {
         verdict.await.map_err(|err| {
             // Nothing waiting for the verdict may wait forever.

@@ -14,7 +14,6 @@
 //! cannot read; here such a line gets the JSON-RPC error it calls for.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use rmcp::ServiceExt;
@@ -110,7 +109,7 @@ pub async fn serve(
         lifecycle,
         to_sdk,
         in_flight: InFlight::default(),
-        served: AtomicU64::new(0),
+        served: 0,
         dispatcher: Dispatcher::new(),
     };
     // Unlike the Codex face, the loop never settles startup early (`crate::startup`): an MCP
@@ -194,7 +193,7 @@ struct Codec {
     to_sdk: mpsc::Sender<(ClientJsonRpcMessage, Held)>,
     in_flight: InFlight,
     /// Requests served here so far.
-    served: AtomicU64,
+    served: u64,
     dispatcher: Dispatcher,
 }
 
@@ -249,7 +248,7 @@ impl Codec {
     /// Serves `request` with the handler and context the SDK's loop would give it. A cancelled
     /// request gets no answer (the SDK's loop drops those too).
     async fn serve_here(
-        &self,
+        &mut self,
         peer: Peer<RoleServer>,
         request: JsonRpcRequest<ClientRequest>,
         held: Held,
@@ -259,7 +258,8 @@ impl Codec {
             id, mut request, ..
         } = request;
         let cancelled = CancellationToken::new();
-        let number = self.served.fetch_add(1, Ordering::Relaxed);
+        let number = self.served;
+        self.served += 1;
         lock(&self.in_flight).insert(number, (id.clone(), cancelled.clone()));
         let mut context = RequestContext::new(id.clone(), peer);
         context.ct = cancelled.clone();
