@@ -2,7 +2,7 @@
 //! variables the operator granted ([`crate::Info::env_var`]).
 
 use crate::bindings::wexec::plugin::environment as wit;
-pub use crate::bindings::wexec::plugin::environment::{HostFacts, PluginSummary};
+pub use crate::bindings::wexec::plugin::environment::{HostFacts, PluginSummary, SandboxFacts};
 
 /// Shell, version, working and temporary directories, platform. Always available.
 pub fn host_info() -> HostFacts {
@@ -12,6 +12,11 @@ pub fn host_info() -> HostFacts {
 /// `environmentInfo.providerId`: opaque, stable per wexec build. Always available.
 pub fn provider_id() -> String {
     wit::provider_id()
+}
+
+/// How wexec confines processes; `None` when it runs none or cannot say. Always available.
+pub fn sandbox() -> Option<SandboxFacts> {
+    wit::sandbox()
 }
 
 /// The plugins wexec has loaded. Always available.

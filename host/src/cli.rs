@@ -213,6 +213,22 @@ pub struct ServeOptions {
     #[arg(help_heading = "Process sandbox", long)]
     pub require_sandbox: bool,
 
+    /// Without user namespaces, processes run under the Landlock tier, which cannot give
+    /// everything the namespace tier gives; each request that needs what is missing is
+    /// refused, unless this accepts the weaker guarantee by name (repeatable or
+    /// comma-separated): `carve-outs` leaves read-only paths inside writable roots (.git,
+    /// .codex) writable; `signals`, on Landlock below ABI 6, lets processes signal any
+    /// process of wexec's user. Reported in environment/info and in each process/start
+    /// result. See docs/sandbox.md, "Tiers".
+    #[arg(
+        help_heading = "Process sandbox",
+        long = "sandbox-accept",
+        value_name = "WEAKER",
+        value_enum,
+        value_delimiter = ','
+    )]
+    pub sandbox_accept: Vec<crate::sandbox::Weaker>,
+
     /// Refuse every process/* request.
     #[arg(help_heading = "Process sandbox", long)]
     pub no_processes: bool,
@@ -707,6 +723,16 @@ impl ServeOptions {
                 .iter()
                 .map(|file| crate::sandbox::canonical(file))
                 .collect(),
+            accepted: {
+                let mut accepted = if self.sandbox_accept.is_empty() {
+                    config.accept.clone()
+                } else {
+                    self.sandbox_accept.clone()
+                };
+                accepted.sort();
+                accepted.dedup();
+                accepted
+            },
         })
     }
 

@@ -90,6 +90,9 @@ pub struct SandboxSettings {
     /// `--readable-root`, relative to the file.
     #[serde(default)]
     pub readable_roots: Vec<PathBuf>,
+    /// `--sandbox-accept`.
+    #[serde(default)]
+    pub accept: Vec<crate::sandbox::Weaker>,
     /// `--process-network`.
     pub process_network: Option<bool>,
     /// `false`: `--no-processes`.

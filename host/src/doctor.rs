@@ -41,13 +41,26 @@ pub struct Check {
 pub struct Report {
     /// Whether confined processes can run here (the default ceiling needs them).
     pub confined_processes: bool,
-    /// The sandbox tier in force: `namespaces`, or `none` (processes only with
+    /// The sandbox tier in force: `namespaces`, `landlock`, or `none` (processes only with
     /// `--sandbox danger-full-access`, and no client `sandbox` honoured).
     pub tier: &'static str,
+    /// What each `--sandbox` mode gets here.
+    pub modes: Vec<ModeSupport>,
     /// Where wexec seems to run: `host`, `docker`, `podman`, `kubernetes` or `container`.
     pub environment: &'static str,
-    /// Every check, the probe first.
+    /// Every check, the probes first.
     pub checks: Vec<Check>,
+}
+
+/// What one `--sandbox` mode (as ceiling or as a client's request) gets under the tier.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeSupport {
+    /// The mode.
+    pub mode: &'static str,
+    /// Whether its processes run.
+    pub available: bool,
+    /// What holds, or what is refused and why.
+    pub detail: &'static str,
 }
 
 fn check(name: &'static str, status: Status, detail: String, fix: Option<String>) -> Check {
@@ -65,25 +78,27 @@ fn read(path: &str) -> Option<String> {
         .map(|text| text.trim().to_owned())
 }
 
-/// Looks at this machine. Runs the sandbox probe, so call it after [`crate::prepare`].
+/// Looks at this machine. Runs the sandbox probes, so call it after [`crate::prepare`].
 pub async fn examine() -> Report {
+    use crate::process::spawn::probe;
+    use crate::sandbox::kernel::Tier;
     // Nothing listens: the supervisor need not wait for ports to keep processes off.
     crate::process::supervisor::guard_listeners(&[]);
     let environment = environment();
-    let probe = crate::process::spawn::probe().await;
-    let mut checks = vec![match &probe {
+    let namespaces = probe(Tier::Namespaces, true).await;
+    let mut checks = vec![match &namespaces {
         Ok(()) => check(
-            "sandbox probe",
+            "namespace tier",
             Status::Ok,
             "a confined process starts (user, mount, PID and network namespaces, a private /proc, seccomp)".to_owned(),
             None,
         ),
         Err(missing) => check(
-            "sandbox probe",
+            "namespace tier",
             Status::Missing,
             format!("{missing} ({})", missing.detail),
             Some(format!(
-                "see the checks below; meanwhile wexec serves everything but confined processes, or run unconfined with --sandbox danger-full-access{}",
+                "see the checks below{}",
                 match environment {
                     "docker" | "podman" | "container" =>
                         "; in a container, the runtime's default seccomp profile refuses unshare: --security-opt seccomp=unconfined (a narrower profile is not shipped yet)",
@@ -94,17 +109,112 @@ pub async fn examine() -> Report {
             )),
         ),
     }];
+    let landlock = if namespaces.is_ok() {
+        None
+    } else {
+        let scoped = probe(Tier::Landlock, true).await;
+        let unscoped = match scoped {
+            Ok(()) => Ok(()),
+            Err(_) => probe(Tier::Landlock, false).await,
+        };
+        checks.push(match (&scoped, &unscoped) {
+            (Ok(()), _) => check(
+                "Landlock tier",
+                Status::Ok,
+                "a process confined by Landlock and seccomp alone starts; it holds everything but read-only paths inside writable roots, a private /proc and PID isolation (docs/sandbox.md, \"Tiers\")".to_owned(),
+                None,
+            ),
+            (Err(missing), Ok(())) => check(
+                "Landlock tier",
+                Status::Missing,
+                format!("{missing}: processes could signal outside their sandbox"),
+                Some("Linux 6.12 or later; or accept it: --sandbox-accept signals".to_owned()),
+            ),
+            (_, Err(missing)) => check(
+                "Landlock tier",
+                Status::Missing,
+                format!("{missing} ({})", missing.detail),
+                Some("Linux 6.2 or later with Landlock enabled (CONFIG_SECURITY_LANDLOCK, landlock in lsm=) and seccomp".to_owned()),
+            ),
+        });
+        Some((scoped.is_ok(), unscoped.is_ok()))
+    };
     checks.extend(user_namespaces());
     checks.push(proc_visibility(environment));
-    checks.push(landlock());
+    checks.push(self::landlock());
     checks.push(seccomp());
     checks.push(cgroups());
-    let confined = probe.is_ok();
+    let tier = match (namespaces.is_ok(), landlock) {
+        (true, _) => "namespaces",
+        (false, Some((true, _))) => "landlock",
+        _ => "none",
+    };
     Report {
-        confined_processes: confined,
-        tier: if confined { "namespaces" } else { "none" },
+        confined_processes: tier != "none",
+        tier,
+        modes: modes(tier, landlock.is_some_and(|(_, unscoped)| unscoped)),
         environment,
         checks,
+    }
+}
+
+/// What each mode gets under `tier`; `unscoped`: the Landlock tier runs if its missing signal
+/// scope is accepted.
+fn modes(tier: &str, unscoped: bool) -> Vec<ModeSupport> {
+    let support = |mode, available, detail| ModeSupport {
+        mode,
+        available,
+        detail,
+    };
+    let full = support(
+        "danger-full-access",
+        true,
+        "unconfined, with wexec's user and rights",
+    );
+    match tier {
+        "namespaces" => vec![
+            support("read-only", true, "confined: nothing writable"),
+            support(
+                "workspace-write",
+                true,
+                "confined: writable roots, .git, .codex, .agents and .aws kept read-only",
+            ),
+            full,
+        ],
+        "landlock" => vec![
+            support(
+                "read-only",
+                true,
+                "confined by Landlock: nothing writable but /dev/null and the like",
+            ),
+            support(
+                "workspace-write",
+                false,
+                "refused: .git, .codex, .agents and .aws cannot be kept read-only inside a writable root without mount namespaces (--sandbox-accept carve-outs leaves them writable)",
+            ),
+            full,
+        ],
+        _ => vec![
+            support(
+                "read-only",
+                false,
+                if unscoped {
+                    "refused unless --sandbox-accept signals"
+                } else {
+                    "refused: no tier can confine processes here"
+                },
+            ),
+            support(
+                "workspace-write",
+                false,
+                if unscoped {
+                    "refused unless --sandbox-accept signals (and carve-outs)"
+                } else {
+                    "refused: no tier can confine processes here"
+                },
+            ),
+            full,
+        ],
     }
 }
 
@@ -196,33 +306,33 @@ fn proc_visibility(environment: &str) -> Check {
 
 /// Landlock's ABI version, from the kernel itself.
 fn landlock() -> Check {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_long = 1;
-    // SAFETY: with a null attribute, size 0 and the version flag, the call reads no memory
-    // and only returns the ABI version (or an error).
-    #[expect(unsafe_code, reason = "a raw system call the C library does not wrap")]
-    let abi = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0_usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if abi >= 1 {
-        return check(
+    use crate::sandbox::kernel::{LANDLOCK_MIN_ABI, LANDLOCK_SCOPES_ABI, landlock_abi};
+    match landlock_abi() {
+        Ok(abi) => check(
             "Landlock",
-            Status::Ok,
+            if abi >= LANDLOCK_MIN_ABI {
+                Status::Ok
+            } else {
+                Status::Missing
+            },
             format!("ABI {abi}"),
-            (abi < 4).then(|| "Linux 6.7 or later (ABI 4): confined processes with network are then kept off wexec's own port".to_owned()),
-        );
+            if abi < LANDLOCK_MIN_ABI {
+                Some("Linux 6.2 or later (ABI 3), for the Landlock tier".to_owned())
+            } else if abi < 4 {
+                Some("Linux 6.7 or later (ABI 4): confined processes with network are then kept off wexec's own port".to_owned())
+            } else if abi < LANDLOCK_SCOPES_ABI {
+                Some("Linux 6.12 or later (ABI 6): the Landlock tier then keeps processes from signalling outside their sandbox".to_owned())
+            } else {
+                None
+            },
+        ),
+        Err(kind) => check(
+            "Landlock",
+            Status::Missing,
+            format!("unavailable: {}", std::io::Error::from(kind)),
+            Some("a kernel with CONFIG_SECURITY_LANDLOCK and landlock in its lsm= list".to_owned()),
+        ),
     }
-    let err = std::io::Error::last_os_error();
-    check(
-        "Landlock",
-        Status::Missing,
-        format!("unavailable: {err}"),
-        Some("a kernel with CONFIG_SECURITY_LANDLOCK and landlock in its lsm= list".to_owned()),
-    )
 }
 
 /// Seccomp filters, and whether a runtime already filters this process.
@@ -323,6 +433,15 @@ pub fn text(report: &Report) -> String {
             "no (wexec serves everything else and refuses each process that needs confinement)"
         }
     ));
+    for mode in &report.modes {
+        out.push_str(&format!(
+            "{} {}: {}\n",
+            if mode.available { "ok     " } else { "REFUSED" },
+            mode.mode,
+            mode.detail
+        ));
+    }
+    out.push('\n');
     for check in &report.checks {
         let mark = match check.status {
             Status::Ok => "ok     ",

@@ -67,8 +67,7 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         startup::settle();
     });
     let probe = probe_sandbox(
-        settings.ceiling.processes,
-        settings.ceiling.mode,
+        &settings.ceiling,
         settings.simulate_missing_sandbox,
         settings.require_sandbox,
     );
@@ -81,13 +80,19 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     let verdict = async move {
         verdict.await.map_err(|err| {
             // Nothing waiting for the verdict may wait forever.
-            sandbox::kernel::record(Err(sandbox::kernel::Unavailable {
+            sandbox::kernel::record_missing(sandbox::kernel::Unavailable {
                 mechanism: "the sandbox probe".to_owned(),
                 detail: err.to_string(),
-            }));
+            });
             RunError::Sandbox(format!("the sandbox probe failed: {err}"))
         })?
     };
+    let accepted: Vec<String> = (settings.ceiling.accepted.iter())
+        .map(|weaker| weaker.name().to_owned())
+        .collect();
+    wexec_runtime::facts::report_sandbox_with(Box::new(move || {
+        Box::pin(sandbox::kernel::facts(accepted.clone()))
+    }));
     let cgroups = settings.session_tasks.is_some() && settings.ceiling.processes;
     let (listen, credential, face) = (
         settings.listen.clone(),
@@ -101,6 +106,14 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         tokio::spawn(async move {
             startup::settled().await;
             warming.runtime.warm_up();
+        });
+        // What `initialize` embeds was taken before the sandbox probe answered.
+        let informed = Arc::clone(&server);
+        tokio::spawn(async move {
+            sandbox::kernel::settled().await;
+            if let Err(err) = informed.refresh_environment_info().await {
+                tracing::warn!("cannot refresh environment/info after the sandbox probe: {err}");
+            }
         });
         if cgroups {
             process::cgroup::prepare().map_err(|reason| {
@@ -158,61 +171,97 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     served
 }
 
-/// Finds out whether this kernel can confine processes (docs/protocol.md §3.1). When it
-/// cannot enforce the ceiling (anything but `danger-full-access`), `required`
-/// (`--require-sandbox`) refuses to serve; otherwise each process request that needs
-/// confinement will be refused.
-async fn probe_sandbox(
-    processes: bool,
-    mode: sandbox::Mode,
+/// Finds out how this kernel can confine processes (docs/protocol.md §3.1, docs/sandbox.md
+/// "Tiers"): the namespace tier, else the Landlock tier. When neither can enforce the ceiling
+/// (anything but `danger-full-access`), `required` (`--require-sandbox`) refuses to serve;
+/// otherwise each process request that needs confinement will be refused.
+fn probe_sandbox(
+    ceiling: &sandbox::Ceiling,
     simulate_missing: bool,
     required: bool,
-) -> Result<(), RunError> {
-    if !processes {
-        // Process methods are refused before they would ask.
-        sandbox::kernel::record(Err(sandbox::kernel::Unavailable {
-            mechanism: "processes".to_owned(),
-            detail: "disabled by --no-processes".to_owned(),
-        }));
-        return Ok(());
-    }
-    let outcome = if simulate_missing {
-        Err(sandbox::kernel::Unavailable {
-            mechanism: "user namespaces".to_owned(),
-            detail: "simulated by --simulate-missing-sandbox".to_owned(),
-        })
-    } else {
-        // Not before startup is over ([`startup::settle`]), unless nothing may be served
-        // before the verdict; `process/start` waits for it.
-        if !required {
-            startup::settled().await;
+) -> impl Future<Output = Result<(), RunError>> + use<> {
+    use sandbox::kernel::{Tier, Unavailable, Verdict};
+    let (processes, mode) = (ceiling.processes, ceiling.mode);
+    let scoped = !ceiling.accepted.contains(&sandbox::Weaker::Signals);
+    async move {
+        if !processes {
+            // Process methods are refused before they would ask.
+            sandbox::kernel::record_missing(Unavailable {
+                mechanism: "processes".to_owned(),
+                detail: "disabled by --no-processes".to_owned(),
+            });
+            return Ok(());
         }
-        process::spawn::probe().await
-    };
-    if let Err(missing) = &outcome {
-        let needed = mode != sandbox::Mode::DangerFullAccess;
-        if needed && required {
-            return Err(RunError::Sandbox(format!(
-                "cannot enforce --sandbox {} on this kernel: {missing} ({}); use --sandbox danger-full-access to run unconfined, or leave out --require-sandbox to serve everything but confined processes",
-                mode.name(),
-                missing.detail
-            )));
-        }
-        if needed {
-            tracing::warn!(
-                "processes cannot be confined on this kernel: {missing} ({}); process requests that need confinement will be refused (--sandbox {})",
-                missing.detail,
-                mode.name()
-            );
+        let verdict = if simulate_missing {
+            let missing = Unavailable {
+                mechanism: "user namespaces".to_owned(),
+                detail: "simulated by --simulate-missing-sandbox".to_owned(),
+            };
+            Verdict {
+                tier: Err(missing.clone()),
+                namespaces: Some(missing),
+            }
         } else {
-            tracing::warn!(
-                "processes cannot be confined on this kernel: {missing} ({}); requests for a sandbox will be refused",
-                missing.detail
-            );
+            // Not before startup is over ([`startup::settle`]), unless nothing may be served
+            // before the verdict; `process/start` waits for it.
+            if !required {
+                startup::settled().await;
+            }
+            match process::spawn::probe(Tier::Namespaces, scoped).await {
+                Ok(()) => Verdict {
+                    tier: Ok(Tier::Namespaces),
+                    namespaces: None,
+                },
+                Err(namespaces) => match process::spawn::probe(Tier::Landlock, scoped).await {
+                    Ok(()) => {
+                        tracing::info!(
+                            "processes run under the Landlock tier: the namespace tier needs {} ({}); requests it alone can hold are refused (docs/sandbox.md, \"Tiers\")",
+                            namespaces.mechanism,
+                            namespaces.detail
+                        );
+                        Verdict {
+                            tier: Ok(Tier::Landlock),
+                            namespaces: Some(namespaces),
+                        }
+                    }
+                    Err(landlock) => Verdict {
+                        tier: Err(Unavailable {
+                            mechanism: namespaces.mechanism.clone(),
+                            detail: format!(
+                                "{}; the Landlock tier: {} is unavailable ({})",
+                                namespaces.detail, landlock.mechanism, landlock.detail
+                            ),
+                        }),
+                        namespaces: Some(namespaces),
+                    },
+                },
+            }
+        };
+        if let Err(missing) = &verdict.tier {
+            let needed = mode != sandbox::Mode::DangerFullAccess;
+            if needed && required {
+                return Err(RunError::Sandbox(format!(
+                    "cannot enforce --sandbox {} on this kernel: {missing} ({}); use --sandbox danger-full-access to run unconfined, or leave out --require-sandbox to serve everything but confined processes",
+                    mode.name(),
+                    missing.detail
+                )));
+            }
+            if needed {
+                tracing::warn!(
+                    "processes cannot be confined on this kernel: {missing} ({}); process requests that need confinement will be refused (--sandbox {})",
+                    missing.detail,
+                    mode.name()
+                );
+            } else {
+                tracing::warn!(
+                    "processes cannot be confined on this kernel: {missing} ({}); requests for a sandbox will be refused",
+                    missing.detail
+                );
+            }
         }
+        sandbox::kernel::record(verdict);
+        Ok(())
     }
-    sandbox::kernel::record(outcome);
-    Ok(())
 }
 
 /// A failure that stops wexec after startup checks passed.

@@ -6,6 +6,7 @@
 mod ceiling;
 pub mod confinement;
 pub mod kernel;
+mod landlock;
 mod minimal;
 mod placeholders;
 mod request;
@@ -14,6 +15,7 @@ pub use wexec_runtime::rules;
 use std::path::{Path, PathBuf};
 
 pub use ceiling::{Ceiling, Mode};
+pub use landlock::Weaker;
 pub use placeholders::{Held, hold, release_all, sweep_dead_logs as sweep_placeholders};
 pub use request::{request_rules, too_many_entries};
 
@@ -54,6 +56,8 @@ pub fn log_placeholders(state: &crate::state::State) -> Option<std::os::fd::Owne
 pub struct ProcessPolicy {
     /// `sandboxType` of the reply.
     pub sandbox_type: &'static str,
+    /// The tier confining it (`None`: unconfined), and the weaker guarantees it relies on.
+    pub tier: Option<(kernel::Tier, Vec<Weaker>)>,
     /// The confinement, `None` when nothing is restricted.
     pub confinement: Option<Confinement>,
     /// Read-only paths to create (and remove afterwards) so that they can be mounted over.
@@ -85,18 +89,22 @@ pub fn process_policy(
     if !restricted {
         return Ok(ProcessPolicy {
             sandbox_type,
+            tier: None,
             confinement: None,
             placeholders: Vec::new(),
         });
     }
-    if let Err(missing) = kernel::available() {
-        return Err(RpcError::invalid_params(format!("{REFUSAL}: {missing}")));
-    }
+    let tier = kernel::available()
+        .map_err(|missing| RpcError::invalid_params(format!("{REFUSAL}: {missing}")))?;
     let layers = guarded(layers, &ceiling.protected, &ceiling.secrets);
     let layers = with_git_directories(layers)?;
+    if tier == kernel::Tier::Landlock {
+        return landlock_policy(&layers, network, ceiling, sandbox_type);
+    }
     let placeholders = placeholders_for(&layers)?;
     Ok(ProcessPolicy {
         sandbox_type,
+        tier: Some((kernel::Tier::Namespaces, Vec::new())),
         confinement: Some(Confinement {
             layers: layers
                 .into_iter()
@@ -112,8 +120,52 @@ pub fn process_policy(
                 .collect(),
             network,
             probe: false,
+            landlock: None,
         }),
         placeholders,
+    })
+}
+
+/// The policy under the Landlock tier: the layers as grants, or a refusal naming what this
+/// tier cannot hold and what the namespace tier lacks here. Nothing is mounted over, so no
+/// placeholder is made.
+fn landlock_policy(
+    layers: &[(PathBuf, Level)],
+    network: bool,
+    ceiling: &Ceiling,
+    sandbox_type: &'static str,
+) -> Result<ProcessPolicy, RpcError> {
+    let accepted = &ceiling.accepted;
+    // wexec's secrets are a token file and the state directory, whose names say nothing.
+    let named = &ceiling.secrets;
+    let (grants, mut relied) =
+        landlock::plan(layers, accepted, named).map_err(|inexpressible| {
+            let missing = kernel::namespaces_missing()
+                .map_or_else(String::new, |missing| format!(" ({missing})"));
+            let hint = inexpressible
+                .acceptable()
+                .map_or_else(String::new, |weaker| {
+                    format!(
+                        "; the operator's --sandbox-accept {} would run it with that path writable",
+                        weaker.name()
+                    )
+                });
+            RpcError::invalid_params(format!("{REFUSAL}: {inexpressible}{missing}{hint}"))
+        })?;
+    let scoped = !accepted.contains(&Weaker::Signals);
+    if !scoped && !kernel::landlock_scopes() {
+        relied.push(Weaker::Signals);
+    }
+    Ok(ProcessPolicy {
+        sandbox_type,
+        tier: Some((kernel::Tier::Landlock, relied)),
+        confinement: Some(Confinement {
+            layers: Vec::new(),
+            network,
+            probe: false,
+            landlock: Some(confinement::Landlock { grants, scoped }),
+        }),
+        placeholders: Vec::new(),
     })
 }
 

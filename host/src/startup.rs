@@ -29,6 +29,11 @@ pub fn settle() {
     SETTLING.notify_waiters();
 }
 
+/// Whether [`settle`] was called.
+pub fn is_settled() -> bool {
+    SETTLED.load(Ordering::Acquire)
+}
+
 /// Resolves once [`settle`] was called.
 pub async fn settled() {
     let notified = SETTLING.notified();

@@ -146,6 +146,24 @@ pub struct WexecInfo {
     pub version: String,
     /// The loaded plugins.
     pub plugins: Vec<PluginSummary>,
+    /// How processes are confined; absent when wexec runs none or cannot say yet (the copy
+    /// `initialize` embeds may be taken before the sandbox probe answered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxInfo>,
+}
+
+/// `environmentInfo.wexec.sandbox` (docs/sandbox.md, "Tiers").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxInfo {
+    /// The tier in force: `namespaces`, `landlock` or `none`.
+    pub tier: String,
+    /// Why the namespace tier is not in force, when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces_missing: Option<String>,
+    /// Weaker guarantees the operator accepted (`carve-outs`, `signals`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<String>,
 }
 
 /// The params of a method that takes none: absent, `null` or `{}`; anything else is refused

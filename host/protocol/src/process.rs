@@ -103,6 +103,14 @@ pub struct ProcessStartResponse {
     pub process_id: String,
     /// `linuxSeccomp` when the process is confined or a `sandbox` was sent, else `none`.
     pub sandbox_type: String,
+    /// wexec's detail beside Codex's `sandboxType`: the tier confining the process,
+    /// `namespaces` or `landlock`; absent when it runs unconfined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_tier: Option<String>,
+    /// Weaker guarantees the operator accepted that this process relies on (`carve-outs`,
+    /// `signals`; docs/sandbox.md, "Tiers"); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sandbox_accepted: Vec<String>,
 }
 
 /// Params of `process/read` (docs/protocol.md §8.2).

@@ -2,7 +2,7 @@
 
 use std::sync::PoisonError;
 
-use super::bindings::wexec::plugin::environment::{Host, HostFacts, PluginSummary};
+use super::bindings::wexec::plugin::environment::{Host, HostFacts, PluginSummary, SandboxFacts};
 use super::bindings::wexec::plugin::types::Capability;
 use super::state::HostState;
 
@@ -19,6 +19,15 @@ impl Host for HostState {
             temporary_directories: info.temporary_directories,
             temp_dir: info.temp_dir,
         }
+    }
+
+    async fn sandbox(&mut self) -> Option<SandboxFacts> {
+        let facts = crate::facts::sandbox().await?;
+        Some(SandboxFacts {
+            tier: facts.tier,
+            namespaces_missing: facts.namespaces_missing,
+            accepted: facts.accepted,
+        })
     }
 
     async fn provider_id(&mut self) -> String {

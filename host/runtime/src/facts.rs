@@ -293,3 +293,34 @@ mod tests {
         assert_eq!(bare["tempDir"], "file:///tmp");
     }
 }
+
+/// The process sandbox, as the `environment` capability reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxFacts {
+    /// `namespaces`, `landlock` or `none`.
+    pub tier: String,
+    /// Why the namespace tier is not in force, when it is not.
+    pub namespaces_missing: Option<String>,
+    /// Weaker guarantees the operator accepted.
+    pub accepted: Vec<String>,
+}
+
+/// Where [`sandbox`] gets its answer: the host's, which may wait for its sandbox probe.
+pub type SandboxSource = Box<
+    dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = Option<SandboxFacts>> + Send>> + Send + Sync,
+>;
+
+static SANDBOX: std::sync::OnceLock<SandboxSource> = std::sync::OnceLock::new();
+
+/// Sets where [`sandbox`] gets its answer (once; the runtime itself runs no processes).
+pub fn report_sandbox_with(source: SandboxSource) {
+    let _ = SANDBOX.set(source);
+}
+
+/// The process sandbox; `None` when no source was set or it cannot say.
+pub async fn sandbox() -> Option<SandboxFacts> {
+    match SANDBOX.get() {
+        Some(source) => source().await,
+        None => None,
+    }
+}

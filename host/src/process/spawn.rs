@@ -121,10 +121,15 @@ pub async fn spawn(spec: &SpawnSpec<'_>) -> io::Result<Spawned> {
     Ok(Spawned { supervised, io })
 }
 
-/// Runs the sandbox setup once, confined as strictly as any start could be (no network, the
-/// root read-only, a private `/dev` and `/proc`, seccomp), without a program.
-pub async fn probe() -> Result<(), crate::sandbox::kernel::Unavailable> {
-    use crate::sandbox::kernel::Unavailable;
+/// Runs the sandbox setup of `tier` once, confined as strictly as any start could be (no
+/// network, the root read-only; namespaces: a private `/dev` and `/proc`; Landlock: scoped
+/// unless `scoped` is false), with seccomp, without a program.
+pub async fn probe(
+    tier: crate::sandbox::kernel::Tier,
+    scoped: bool,
+) -> Result<(), crate::sandbox::kernel::Unavailable> {
+    use crate::sandbox::confinement::{Grant, GrantAccess, Landlock};
+    use crate::sandbox::kernel::{Tier, Unavailable};
     use supervisor::wire::{Layer, LayerAccess, Report};
     let unavailable = |mechanism: &str, detail: String| Unavailable {
         mechanism: mechanism.to_owned(),
@@ -136,13 +141,28 @@ pub async fn probe() -> Result<(), crate::sandbox::kernel::Unavailable> {
         env: Vec::new(),
         cwd: "/".to_owned(),
         tty: false,
-        confinement: Some(Confinement {
-            layers: vec![Layer {
-                path: "/".to_owned(),
-                access: LayerAccess::Read,
-            }],
-            network: false,
-            probe: true,
+        confinement: Some(match tier {
+            Tier::Namespaces => Confinement {
+                layers: vec![Layer {
+                    path: "/".to_owned(),
+                    access: LayerAccess::Read,
+                }],
+                network: false,
+                probe: true,
+                landlock: None,
+            },
+            Tier::Landlock => Confinement {
+                layers: Vec::new(),
+                network: false,
+                probe: true,
+                landlock: Some(Landlock {
+                    grants: vec![Grant {
+                        path: "/".to_owned(),
+                        access: GrantAccess::Read,
+                    }],
+                    scoped,
+                }),
+            },
         }),
         limits: Rlimits::default(),
         cgroup: None,

@@ -47,6 +47,8 @@ pub struct Ceiling {
     pub protected: Vec<PathBuf>,
     /// Canonical paths no confined process may read either: the WebSocket token file.
     pub secrets: Vec<PathBuf>,
+    /// Weaker guarantees the operator accepts under the Landlock tier (`--sandbox-accept`).
+    pub accepted: Vec<super::landlock::Weaker>,
 }
 
 impl Default for Ceiling {
@@ -59,6 +61,7 @@ impl Default for Ceiling {
             processes: true,
             protected: Vec::new(),
             secrets: Vec::new(),
+            accepted: Vec::new(),
         }
     }
 }

@@ -14,6 +14,44 @@ pub struct Confinement {
     pub network: bool,
     /// Set up everything, then exit 0 instead of running the program (the startup probe).
     pub probe: bool,
+    /// The Landlock tier instead of namespaces: `layers` is then empty, and these grants say
+    /// what the program may reach (docs/sandbox.md, "Tiers").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub landlock: Option<Landlock>,
+}
+
+/// A confinement by Landlock and seccomp alone, without namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Landlock {
+    /// What may be reached, each beneath its path; nothing else.
+    pub grants: Vec<Grant>,
+    /// Signals and abstract unix sockets must be scoped to the sandbox (Landlock ABI 6): on
+    /// a kernel without scopes the start fails. `false` once the operator accepted `signals`:
+    /// scoped where the kernel can.
+    pub scoped: bool,
+}
+
+/// A Landlock rule: `access` beneath `path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Absolute and canonical; a missing one is skipped.
+    pub path: String,
+    /// What may be done there.
+    pub access: GrantAccess,
+}
+
+/// Rights a [`Grant`] gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum GrantAccess {
+    /// Read files, list directories, execute.
+    Read,
+    /// Everything the kernel's Landlock handles.
+    Write,
+    /// List directories only.
+    List,
+    /// Open a device node, read it, write it.
+    Device,
 }
 
 /// One path of a [`Confinement`]'s view.

@@ -3,7 +3,8 @@
 
 use wexec_guest::env as environment;
 use wexec_guest::protocol::{
-    CAPABILITIES, ENVIRONMENT_INFO, EnvironmentInfo, PluginSummary, ShellInfo, WexecInfo,
+    CAPABILITIES, ENVIRONMENT_INFO, EnvironmentInfo, PluginSummary, SandboxInfo, ShellInfo,
+    WexecInfo,
 };
 use wexec_guest::{Call, Info, Plugin, Response, RpcError};
 
@@ -57,6 +58,11 @@ fn info() -> EnvironmentInfo {
         wexec: Some(WexecInfo {
             version: facts.executor_version,
             plugins,
+            sandbox: environment::sandbox().map(|sandbox| SandboxInfo {
+                tier: sandbox.tier,
+                namespaces_missing: sandbox.namespaces_missing,
+                accepted: sandbox.accepted,
+            }),
         }),
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod filter;
 pub mod init;
+pub mod landlock;
 mod view;
 
 use std::io::Read;
@@ -195,10 +196,24 @@ pub fn enter_namespaces(network: bool) -> Result<(), SetupError> {
     let write = |file: &str, text: String| {
         std::fs::write(file, text).map_err(|err| SetupError::from_io(&err, "user namespaces"))
     };
-    write("/proc/self/setgroups", "deny".to_owned())?;
-    write("/proc/self/uid_map", format!("{uid} {uid} 1"))?;
-    write("/proc/self/gid_map", format!("{gid} {gid} 1"))?;
-    Ok(())
+    // A non-dumpable process's `/proc` files belong to root, so a helper running as another
+    // user could not open its own maps: it is dumpable while it writes them (bubblewrap does
+    // the same), and only then.
+    let unprivileged = !rustix::process::geteuid().is_root();
+    let dumpable = |behavior| {
+        if unprivileged {
+            rustix::process::set_dumpable_behavior(behavior)
+                .map_err(|err| SetupError::new(err, "user namespaces"))
+        } else {
+            Ok(())
+        }
+    };
+    dumpable(rustix::process::DumpableBehavior::Dumpable)?;
+    let written = write("/proc/self/setgroups", "deny".to_owned())
+        .and_then(|()| write("/proc/self/uid_map", format!("{uid} {uid} 1")))
+        .and_then(|()| write("/proc/self/gid_map", format!("{gid} {gid} 1")));
+    dumpable(rustix::process::DumpableBehavior::NotDumpable)?;
+    written
 }
 
 /// New mount and UTS namespaces, owned by the user namespace entered before: copies of the
@@ -211,4 +226,53 @@ fn enter_mount_namespace() -> Result<(), SetupError> {
     // SAFETY: the helper is single-threaded and the flags do not include `FILES`.
     unsafe { rustix::thread::unshare_unsafe(UnshareFlags::NEWNS | UnshareFlags::NEWUTS) }
         .map_err(|err| SetupError::new(err, "mount namespaces"))
+}
+
+/// Empties every capability set of the program: the bounding set (so `execve` as root grants
+/// none), the ambient set, then effective, permitted and inheritable. Runs in the program's
+/// child before its exec: system calls only.
+pub fn drop_capabilities() -> std::io::Result<()> {
+    for capability in 0..64 {
+        #[expect(unsafe_code, reason = "prctl is unsafe in libc")]
+        // SAFETY: PR_CAPBSET_DROP takes a capability number; unknown ones fail with EINVAL.
+        unsafe {
+            libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0);
+        }
+    }
+    #[expect(unsafe_code, reason = "prctl and capset are unsafe in libc")]
+    // SAFETY: plain values and a pointer to live, correctly sized capset structures.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = Header {
+            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+            pid: 0,
+        };
+        let data = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -63,7 +63,9 @@ impl Kind {
 pub struct Spare {
     /// Its kind: the starts it can take.
     pub kind: Kind,
-    /// Whether entering its kind's namespaces worked.
+    /// Whether its zygote's restriction worked (the ports guard of spares with network).
+    pub guarded: Result<(), confine::SetupError>,
+    /// Whether entering its kind's namespaces worked (after the restriction).
     pub entered: Result<(), confine::SetupError>,
 }
 
@@ -83,7 +85,7 @@ pub fn run(spare: &Spare, control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
     let Some(launch) = read_launch(&control) else {
         return 1;
     };
-    let confined = launch.confinement.is_some();
+    let tree = Tree::of(&launch);
     // Opened here, before any namespace: the program writes itself into it between fork and
     // exec, wherever its view of the filesystem is by then.
     let cgroup = match &launch.cgroup {
@@ -118,11 +120,36 @@ pub fn run(spare: &Spare, control: OwnedFd, stdio: [OwnedFd; 3]) -> i32 {
     )
     .is_err()
     {
-        kill_all(Some(child), confined);
+        kill_all(Some(child), tree);
         return 0;
     }
-    supervise(control, child, init_status, &exits);
+    supervise(control, child, tree, init_status, &exits);
     0
+}
+
+/// How the program's processes are found and ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tree {
+    /// The program leads its own session and process group; its descendants are found
+    /// through `/proc` (this helper is their subreaper) and outlive it until its session
+    /// ends.
+    Plain,
+    /// The program runs under its PID namespace's init, this helper's child: killing the init
+    /// ends them all, and they end when the program does.
+    Namespace,
+    /// As `Plain`, but what the program forked is killed when it exits, as the namespace
+    /// tier's end of a PID namespace would.
+    Landlock,
+}
+
+impl Tree {
+    fn of(launch: &Launch) -> Self {
+        match &launch.confinement {
+            None => Self::Plain,
+            Some(confinement) if confinement.landlock.is_some() => Self::Landlock,
+            Some(_) => Self::Namespace,
+        }
+    }
 }
 
 fn libc_eio() -> i32 {
@@ -142,6 +169,7 @@ pub fn warm_up(kind: Kind) {
         }],
         network: kind == Kind::ConfinedNetwork,
         probe: false,
+        landlock: None,
     });
     let sample = Launch {
         program: "/bin/true".to_owned(),
@@ -197,6 +225,12 @@ fn start(
             mechanism: Some("the process supervisor (a helper of the wrong kind)".to_owned()),
         });
     }
+    if let Some(confinement) = &launch.confinement
+        && let Some(plan) = &confinement.landlock
+    {
+        return start_landlock(spare, launch, confinement.network, plan, stdio, join)
+            .map(|child| (child, None));
+    }
     if let Some(confinement) = &launch.confinement {
         use std::os::fd::AsRawFd;
         let started = spare
@@ -232,16 +266,73 @@ fn start(
     Ok((child, None))
 }
 
+/// Starts the program under the Landlock tier ([`confine::landlock`]): as an unconfined one,
+/// then, before its exec, without capabilities, restricted to its ruleset and filtered. A
+/// spare that entered namespaces for the namespace tier cannot take it (its next child would
+/// be a PID namespace's init).
+fn start_landlock(
+    spare: &Spare,
+    launch: &Launch,
+    network: bool,
+    plan: &super::wire::Landlock,
+    stdio: [OwnedFd; 3],
+    join: Option<RawFd>,
+) -> Result<Pid, Report> {
+    let setup = |err: confine::SetupError| Report::Failed {
+        errno: err.errno,
+        mechanism: Some(err.mechanism.to_owned()),
+    };
+    spare.guarded.map_err(setup)?;
+    if spare.entered.is_ok() {
+        return Err(setup(confine::SetupError {
+            errno: rustix::io::Errno::INVAL.raw_os_error(),
+            mechanism: "the Landlock tier (a helper inside namespaces)",
+        }));
+    }
+    let ruleset = confine::landlock::prepare(plan).map_err(setup)?;
+    let filters = confine::filter::filters(network).map_err(setup)?;
+    let without_ipc = confine::filter::without_ipc().map_err(setup)?;
+    let program = Program::new(launch).map_err(|errno| Report::Failed {
+        errno: errno.raw_os_error(),
+        mechanism: None,
+    })?;
+    let helper = rustix::process::getpid();
+    let (tty, limits) = (launch.tty, launch.limits);
+    let probe = launch.confinement.as_ref().is_some_and(|c| c.probe);
+    // Written by the child, which shares this memory until it execs: the step that failed.
+    let mut step: Option<&'static str> = None;
+    let spawned = exec::spawn(&program, &stdio, &mut || {
+        prepare_program(tty, helper, &limits, join)?;
+        step = Some("capabilities");
+        confine::drop_capabilities()?;
+        step = Some("Landlock");
+        confine::landlock::restrict(&ruleset)?;
+        step = Some("seccomp");
+        confine::filter::install(filters)?;
+        confine::filter::install(std::slice::from_ref(without_ipc))?;
+        step = None;
+        if probe {
+            super::child::exit(0);
+        }
+        Ok(())
+    });
+    drop(stdio);
+    spawned.map_err(|errno| Report::Failed {
+        errno,
+        mechanism: step.map(str::to_owned),
+    })
+}
+
 /// Reports the exit and relays commands until everything is gone or wexec says (or is) done.
 /// A confined `child` is its PID namespace's init, which relays signals to the program and
 /// reports the program's exit on `init_status` before it exits itself.
 fn supervise(
     mut control: UnixStream,
     child: Pid,
+    tree: Tree,
     mut init_status: Option<File>,
     exits: &ChildExits,
 ) {
-    let confined = init_status.is_some();
     let pidfd = rustix::process::pidfd_open(child, rustix::process::PidfdFlags::empty()).ok();
     let mut alive = true;
     let mut reported = false;
@@ -250,13 +341,21 @@ fn supervise(
             Reaped::Child(code) => {
                 alive = false;
                 if !reported && report(&mut control, &Report::Exited { code }).is_err() {
-                    kill_all(None, confined);
+                    kill_all(None, tree);
                     return;
                 }
                 reported = true;
-                // The init reaped: its PID namespace, and every process in it, is gone.
-                if confined {
-                    let _ = report(&mut control, &Report::Emptied);
+                match tree {
+                    // The init reaped: its PID namespace, and every process in it, is gone.
+                    Tree::Namespace => {
+                        let _ = report(&mut control, &Report::Emptied);
+                    }
+                    Tree::Landlock => {
+                        kill_all(None, tree);
+                        let _ = report(&mut control, &Report::Emptied);
+                        return;
+                    }
+                    Tree::Plain => {}
                 }
                 continue;
             }
@@ -301,7 +400,7 @@ fn supervise(
         if status_ready && let Some(status) = &mut init_status {
             if let Some((confine::init::EXITED, code)) = confine::read_status(status) {
                 if report(&mut control, &Report::Exited { code }).is_err() {
-                    kill_all(alive.then_some(child), confined);
+                    kill_all(alive.then_some(child), tree);
                     return;
                 }
                 reported = true;
@@ -320,7 +419,7 @@ fn supervise(
         };
         if read == 0 {
             // wexec is gone, or dropped the process: nothing it started may outlive it.
-            kill_all(alive.then_some(child), confined);
+            kill_all(alive.then_some(child), tree);
             return;
         }
         for &command in &buffer[..read] {
@@ -330,7 +429,7 @@ fn supervise(
                 KILL => {
                     // The program's own exit still counts: reported, it is the program's
                     // status (137) rather than a helper that vanished.
-                    if let Some(code) = kill_all(alive.then_some(child), confined)
+                    if let Some(code) = kill_all(alive.then_some(child), tree)
                         && !reported
                     {
                         let _ = report(&mut control, &Report::Exited { code });
@@ -339,7 +438,7 @@ fn supervise(
                 }
                 _ => continue,
             };
-            let _ = if confined {
+            let _ = if tree == Tree::Namespace {
                 rustix::process::kill_process(child, group)
             } else {
                 rustix::process::kill_process_group(child, group)
@@ -403,17 +502,17 @@ fn reap(child: Pid) -> Reaped {
 
 /// SIGKILLs the program's group and every descendant, until none is left. Descendants whose
 /// parent dies come to this helper (it is their subreaper), so once it has no child left,
-/// nothing the program forked survives. Confined, killing the init kills its whole PID
-/// namespace, and `/proc` here is the namespace's (its pids mean other processes here), so it
-/// is not read. Returns the program's exit code if it was reaped here.
+/// nothing the program forked survives. Under a PID namespace, killing the init kills the
+/// whole namespace, and `/proc` here is the namespace's (its pids mean other processes here),
+/// so it is not read. Returns the program's exit code if it was reaped here.
 ///
-/// Unconfined, the tree is walked through `/proc/<pid>/task/<tid>/children`, from this helper
+/// Otherwise the tree is walked through `/proc/<pid>/task/<tid>/children`, from this helper
 /// down, each process killed before its children are read: a descendant that keeps forking and
 /// exiting (a new pid each time, in a session of its own) is caught within a walk of the tree
 /// alone, where a scan of all of `/proc` (thousands of entries) lost that race again and again.
-fn kill_all(child: Option<Pid>, confined: bool) -> Option<i32> {
+fn kill_all(child: Option<Pid>, tree: Tree) -> Option<i32> {
     if let Some(child) = child {
-        let _ = if confined {
+        let _ = if tree == Tree::Namespace {
             rustix::process::kill_process(child, Signal::KILL)
         } else {
             rustix::process::kill_process_group(child, Signal::KILL)
@@ -422,7 +521,7 @@ fn kill_all(child: Option<Pid>, confined: bool) -> Option<i32> {
     let me = rustix::process::getpid();
     let mut code = None;
     loop {
-        if !confined {
+        if tree != Tree::Namespace {
             kill_descendants(me);
         }
         // Everything found is dying: wait for one, then reap whatever else has ended before
@@ -454,14 +553,33 @@ fn kill_descendants(ancestor: Pid) {
         }
         return;
     }
-    let mut pending = children_of(ancestor);
-    while let Some(pid) = pending.pop() {
-        let Some(process) = Pid::from_raw(pid) else {
-            continue;
-        };
-        let _ = rustix::process::kill_process(process, Signal::KILL);
-        pending.extend(children_of(pid));
+    let mut pending: Vec<(i32, i32)> = children_of(ancestor)
+        .into_iter()
+        .map(|child| (ancestor, child))
+        .collect();
+    while let Some((parent, pid)) = pending.pop() {
+        if kill_child(parent, pid) {
+            pending.extend(children_of(pid).into_iter().map(|child| (pid, child)));
+        }
     }
+}
+
+/// SIGKILLs `pid` if it is still the child of `parent`; whether it was. A pid read from
+/// `/proc` may have ended and been reused by an unrelated process of the same user since: the
+/// pidfd pins the process, which is killed only if its parent is the one it was found under
+/// (a reused pid is not: the tree's processes only ever get the helper as a new parent).
+fn kill_child(parent: i32, pid: i32) -> bool {
+    let Some(process) = Pid::from_raw(pid) else {
+        return false;
+    };
+    let Ok(pidfd) = rustix::process::pidfd_open(process, rustix::process::PidfdFlags::empty())
+    else {
+        return false;
+    };
+    if parent_of(pid) != Some(parent) {
+        return false;
+    }
+    rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok()
 }
 
 /// The children of `pid`, from the `children` file of each of its threads (none once it is

@@ -25,7 +25,7 @@ pub struct Launch {
     pub cgroup: Option<String>,
 }
 
-pub use crate::sandbox::confinement::{Confinement, Layer, LayerAccess};
+pub use crate::sandbox::confinement::{Confinement, GrantAccess, Landlock, Layer, LayerAccess};
 
 /// Per-process kernel limits (`setrlimit`), `None` for unchanged.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -174,7 +174,11 @@ fn fork_spare(
         };
         let _ = rustix::io::write(wake_write, &[kind.byte()]);
         ignore_children(false);
-        let spare = helper::Spare { kind, entered };
+        let spare = helper::Spare {
+            kind,
+            guarded,
+            entered,
+        };
         exit(helper::run(&spare, control, [stdin, stdout, stderr]));
     }
 }

@@ -118,6 +118,7 @@ pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult
         limits.cpu_seconds,
         Some(held),
     );
+    let tier = policy.tier;
     let spec = SpawnSpec {
         argv: &params.argv,
         arg0: params.arg0.as_deref(),
@@ -150,9 +151,21 @@ pub async fn start(ctx: RequestContext, params: ProcessStartParams) -> RpcResult
             }
         });
     }
+    let (sandbox_tier, sandbox_accepted) = match tier {
+        Some((tier, relied)) => (
+            Some(tier.name().to_owned()),
+            relied
+                .iter()
+                .map(|weaker| weaker.name().to_owned())
+                .collect(),
+        ),
+        None => (None, Vec::new()),
+    };
     to_result(&ProcessStartResponse {
         process_id: params.process_id,
         sandbox_type: policy.sandbox_type.into(),
+        sandbox_tier,
+        sandbox_accepted,
     })
 }
 

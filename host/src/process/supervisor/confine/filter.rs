@@ -99,9 +99,57 @@ type Rules = BTreeMap<i64, Vec<SeccompRule>>;
 /// Both sets of filters (without, with network), compiled once.
 static COMPILED: OnceLock<Result<[Vec<BpfProgram>; 2], SetupError>> = OnceLock::new();
 
+/// SysV IPC: its objects are found by key in an IPC namespace, which a process of the
+/// Landlock tier shares with the host (the namespace tier gives each process its own).
+const SYSV_IPC: [libc::c_long; 12] = [
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmctl,
+    libc::SYS_shmdt,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semctl,
+    libc::SYS_semtimedop,
+];
+
+/// The extra filter of the Landlock tier, compiled once.
+static WITHOUT_IPC: OnceLock<Result<BpfProgram, SetupError>> = OnceLock::new();
+
 /// Compiles the filters; the zygote calls it before it forks helpers, which then share them.
 pub fn prepare() {
     COMPILED.get_or_init(|| Ok([compile(false)?, compile(true)?]));
+    WITHOUT_IPC.get_or_init(compile_without_ipc);
+}
+
+/// The filter the Landlock tier adds: SysV IPC refused (`ENOSYS`, as on a kernel built
+/// without it, so that programs that probe for it fall back).
+pub fn without_ipc() -> Result<&'static BpfProgram, SetupError> {
+    prepare();
+    match WITHOUT_IPC.get() {
+        Some(Ok(program)) => Ok(program),
+        Some(Err(err)) => Err(*err),
+        None => Err(SetupError::new(rustix::io::Errno::INVAL, SECCOMP)),
+    }
+}
+
+fn compile_without_ipc() -> Result<BpfProgram, SetupError> {
+    let backend = |failure: seccompiler::BackendError| {
+        SetupError::from_io(&std::io::Error::other(failure.to_string()), SECCOMP)
+    };
+    let arch = std::env::consts::ARCH.try_into().map_err(backend)?;
+    let rules = SYSV_IPC.iter().map(|&call| (call, Vec::new())).collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+        arch,
+    )
+    .map_err(backend)?;
+    BpfProgram::try_from(filter).map_err(backend)
 }
 
 /// The filters for a process with or without `network`, in installation order.

@@ -114,7 +114,7 @@ pub fn run(prepared: Prepared<'_>, stdio: [OwnedFd; 3], status: OwnedFd) -> i32 
     let mut failed_tag = 0;
     let spawned = exec::spawn(&executable, &stdio, &mut || {
         child::prepare_program(tty, init, &limits, join)?;
-        drop_capabilities()?;
+        super::drop_capabilities()?;
         failed_tag = seccomp_tag;
         filter::install(filters)?;
         failed_tag = 0;
@@ -267,53 +267,4 @@ fn block(set: &libc::sigset_t) {
     unsafe {
         libc::sigprocmask(libc::SIG_BLOCK, set, std::ptr::null_mut());
     }
-}
-
-/// Empties every capability set of the program: the bounding set (so `execve` as root grants
-/// none), the ambient set, then effective, permitted and inheritable. Runs in the program's
-/// child before its exec: system calls only.
-fn drop_capabilities() -> std::io::Result<()> {
-    for capability in 0..64 {
-        #[expect(unsafe_code, reason = "prctl is unsafe in libc")]
-        // SAFETY: PR_CAPBSET_DROP takes a capability number; unknown ones fail with EINVAL.
-        unsafe {
-            libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0);
-        }
-    }
-    #[expect(unsafe_code, reason = "prctl and capset are unsafe in libc")]
-    // SAFETY: plain values and a pointer to live, correctly sized capset structures.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-        #[repr(C)]
-        struct Header {
-            version: u32,
-            pid: i32,
-        }
-        #[repr(C)]
-        #[derive(Clone, Copy)]
-        struct Data {
-            effective: u32,
-            permitted: u32,
-            inheritable: u32,
-        }
-        let header = Header {
-            version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-            pid: 0,
-        };
-        let data = [Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
