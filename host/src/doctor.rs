@@ -101,9 +101,9 @@ pub async fn examine() -> Report {
                 "see the checks below{}",
                 match environment {
                     "docker" | "podman" | "container" =>
-                        "; in a container, the runtime's default seccomp profile refuses unshare: --security-opt seccomp=unconfined (a narrower profile is not shipped yet)",
+                        "; in a container, the runtime's default seccomp profile refuses unshare and the mounts: --security-opt seccomp=packaging/docker/seccomp.json (Docker's default plus the sandbox's calls; docs/deploy.md)",
                     "kubernetes" =>
-                        "; in a pod, set hostUsers: false and securityContext.procMount: Unmasked",
+                        "; in a pod, set hostUsers: false, securityContext.procMount: Unmasked and seccompProfile {type: Localhost, localhostProfile: wexec.json} with packaging/kubernetes/seccomp.json installed as the kubelet's seccomp/wexec.json (docs/deploy.md)",
                     _ => "",
                 }
             )),

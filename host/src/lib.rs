@@ -91,7 +91,10 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
         .map(|weaker| weaker.name().to_owned())
         .collect();
     wexec_runtime::facts::report_sandbox_with(Box::new(move || {
-        Box::pin(sandbox::kernel::facts(accepted.clone()))
+        Box::pin(sandbox::kernel::facts(
+            accepted.clone(),
+            startup::is_settled(),
+        ))
     }));
     let cgroups = settings.session_tasks.is_some() && settings.ceiling.processes;
     let (listen, credential, face) = (

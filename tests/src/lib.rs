@@ -1017,3 +1017,14 @@ impl Drop for McpHttp {
         let _ = self.0.wait();
     }
 }
+
+/// `environmentInfo` without `wexec.sandbox`: the copy `initialize` embeds is taken before
+/// the sandbox probe has answered, and `environment/info` asked later has it
+/// (docs/protocol.md, `environment/info`).
+pub fn without_sandbox_verdict(info: &Value) -> Value {
+    let mut info = info.clone();
+    if let Some(wexec) = info.get_mut("wexec").and_then(Value::as_object_mut) {
+        wexec.remove("sandbox");
+    }
+    info
+}

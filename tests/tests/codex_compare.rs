@@ -625,8 +625,16 @@ fn environment_shape(reply: &Value) -> Value {
     json!({"members": members, "capabilities": flags})
 }
 
+/// Members wexec adds to Codex's results (docs/protocol.md): the tier beside `sandboxType`.
+const EXTENSIONS: [&str; 2] = ["sandboxTier", "sandboxAccepted"];
+
 fn normalized(reply: &Value, compare: Compare) -> Value {
     let mut reply = reply.clone();
+    if let Some(result) = reply["result"].as_object_mut() {
+        for member in EXTENSIONS {
+            result.remove(member);
+        }
+    }
     match compare {
         Compare::Exact => {}
         Compare::Ignoring(members) => {

@@ -206,14 +206,16 @@ fn the_kubernetes_profile_is_the_shipped_one_for_a_pod_without_capabilities() {
 }
 
 #[tokio::test]
-async fn under_dockers_default_profile_the_probe_fails_on_user_namespaces() {
+async fn under_dockers_default_profile_the_namespace_tier_fails_and_the_landlock_tier_holds() {
     let filters = docker_default().compile(&docker_container());
     // wexec runs at all: its threads' `clone3` gets Docker's `ENOSYS`, not the default's
     // `EPERM`, and the C library falls back to `clone`.
     let (success, report) = doctor_under(filters).await;
-    assert!(!success, "{report}");
-    assert_eq!(report["confined_processes"], false, "{report}");
-    let probe = check(&report, "sandbox probe");
+    assert!(success, "{report}");
+    assert_eq!(report["confined_processes"], true, "{report}");
+    assert_eq!(report["tier"], "landlock", "{report}");
+    assert_eq!(check(&report, "Landlock tier")["status"], "ok", "{report}");
+    let probe = check(&report, "namespace tier");
     assert_eq!(probe["status"], "missing", "{report}");
     let detail = probe["detail"].as_str().expect("a detail");
     assert!(
@@ -241,7 +243,7 @@ async fn under_the_shipped_profile_the_probe_passes() {
         assert!(success, "{report}");
         assert_eq!(report["confined_processes"], true, "{report}");
         assert_eq!(report["tier"], "namespaces", "{report}");
-        assert_eq!(check(&report, "sandbox probe")["status"], "ok", "{report}");
+        assert_eq!(check(&report, "namespace tier")["status"], "ok", "{report}");
     }
 }
 

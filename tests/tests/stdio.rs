@@ -62,8 +62,18 @@ async fn handshake_yields_a_uuid_v4_session_and_environment_info() {
             "wexec"
         ]
     );
-    // environment/info returns exactly what initialize embedded.
-    assert_eq!(&client.call("environment/info", Value::Null).await, info);
+    // environment/info returns what initialize embedded, and the sandbox probe's verdict,
+    // which that copy, taken at startup, may lack.
+    let asked = client.call("environment/info", Value::Null).await;
+    assert_eq!(
+        asked["wexec"]["sandbox"],
+        json!({"tier": "namespaces"}),
+        "{asked}"
+    );
+    assert_eq!(
+        wexec_tests::without_sandbox_verdict(&asked),
+        wexec_tests::without_sandbox_verdict(info)
+    );
     assert_eq!(
         client.call("environment/status", json!({})).await,
         json!({"status": "ready"})

@@ -480,7 +480,8 @@ impl Runtime {
     /// returns. It is a function of the plugin, the host facts and the loaded plugins, so the
     /// compile cache remembers it under a key of all three (`<env key>.environment.json`, one
     /// file rewritten when they change), and a start whose inputs are unchanged answers without
-    /// waiting for the plugin to be linked.
+    /// waiting for the plugin to be linked. The process sandbox's verdict is found anew at every
+    /// start: it is never remembered, and once it is known the plugin is asked.
     pub async fn environment_info(&self) -> RpcResult {
         #[derive(serde::Serialize, serde::Deserialize)]
         struct Memo {
@@ -490,6 +491,7 @@ impl Runtime {
         let plugin = self
             .plugin_for(wexec_protocol::ENVIRONMENT_INFO)
             .ok_or_else(|| RpcError::method_not_found(wexec_protocol::ENVIRONMENT_INFO))?;
+        let sandbox_known = crate::facts::sandbox().await.is_some();
         let memo = match (&self.linking.cache, &plugin.cache_key) {
             (Some(cache), Some(key)) if plugin.source.builtin => {
                 let facts = format!("{:?}", self.shared.facts);
@@ -499,7 +501,7 @@ impl Runtime {
             }
             _ => None,
         };
-        if let Some((cache, name, inputs)) = &memo {
+        if let Some((cache, name, inputs)) = memo.as_ref().filter(|_| !sandbox_known) {
             let remembered = cache
                 .memo(name)
                 .and_then(|data| serde_json::from_slice::<Memo>(&data).ok())
@@ -516,10 +518,18 @@ impl Runtime {
             .map_err(|err| RpcError::internal_error(err.to_string()))?;
         let text = serde_json::value::to_raw_value(&info)
             .map_err(|err| RpcError::internal_error(err.to_string()))?;
-        if let Some((cache, name, inputs)) = memo
-            && let Ok(data) = serde_json::to_vec(&Memo { inputs, info })
-        {
-            cache.remember(&name, &data);
+        if let Some((cache, name, inputs)) = memo {
+            // What a start knows before its probe: without the verdict.
+            let mut info = info;
+            if let Some(wexec) = info
+                .get_mut("wexec")
+                .and_then(serde_json::Value::as_object_mut)
+            {
+                wexec.remove("sandbox");
+            }
+            if let Ok(data) = serde_json::to_vec(&Memo { inputs, info }) {
+                cache.remember(&name, &data);
+            }
         }
         Ok(text)
     }

@@ -143,10 +143,18 @@ pub async fn probe(
         tty: false,
         confinement: Some(match tier {
             Tier::Namespaces => Confinement {
-                layers: vec![Layer {
-                    path: "/".to_owned(),
-                    access: LayerAccess::Read,
-                }],
+                // A hidden directory too: covering one takes the new mount API's tmpfs
+                // (`fsopen`), which a container's seccomp profile may refuse.
+                layers: vec![
+                    Layer {
+                        path: "/".to_owned(),
+                        access: LayerAccess::Read,
+                    },
+                    Layer {
+                        path: "/sys".to_owned(),
+                        access: LayerAccess::Hidden,
+                    },
+                ],
                 network: false,
                 probe: true,
                 landlock: None,

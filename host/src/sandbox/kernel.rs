@@ -89,12 +89,15 @@ pub fn available() -> Result<Tier, Unavailable> {
     }
 }
 
-/// What `environment/info` says of the sandbox: the verdict once known; before, if startup
-/// is over (the probe runs: a few milliseconds), after waiting for it, else nothing (the copy
-/// `initialize` embeds is taken before the probe, and refreshed after it).
-pub async fn facts(accepted: Vec<String>) -> Option<wexec_runtime::facts::SandboxFacts> {
+/// What `environment/info` says of the sandbox: the verdict once known; before, once
+/// `startup_over` (the probe runs: a few milliseconds), after waiting for it, else nothing (the
+/// copy `initialize` embeds is taken before the probe, and refreshed after it).
+pub async fn facts(
+    accepted: Vec<String>,
+    startup_over: bool,
+) -> Option<wexec_runtime::facts::SandboxFacts> {
     if AVAILABILITY.get().is_none() {
-        if !crate::startup::is_settled() {
+        if !startup_over {
             return None;
         }
         settled().await;

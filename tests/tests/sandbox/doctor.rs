@@ -26,7 +26,7 @@ async fn where_the_sandbox_works_the_doctor_says_so() {
     assert!(success, "{report}");
     assert_eq!(report["confined_processes"], true, "{report}");
     assert_eq!(report["tier"], "namespaces", "{report}");
-    assert_eq!(check(&report, "sandbox probe")["status"], "ok", "{report}");
+    assert_eq!(check(&report, "namespace tier")["status"], "ok", "{report}");
     let landlock = check(&report, "Landlock");
     assert_eq!(landlock["status"], "ok", "{report}");
     assert!(
@@ -37,20 +37,39 @@ async fn where_the_sandbox_works_the_doctor_says_so() {
 }
 
 #[tokio::test]
-async fn without_user_namespaces_the_doctor_names_the_knob_and_its_fix() {
+async fn without_user_namespaces_the_doctor_names_the_knob_the_fix_and_the_landlock_tier() {
     let Some(launcher) = super::without_user_namespaces() else {
         return;
     };
     let (success, report) = report(command_under(&launcher, &["doctor", "--json"])).await;
-    assert!(!success, "{report}");
-    assert_eq!(report["confined_processes"], false, "{report}");
-    assert_eq!(report["tier"], "none", "{report}");
-    let probe = check(&report, "sandbox probe");
+    // This kernel's Landlock (ABI 6 or later) holds the Landlock tier.
+    assert!(success, "{report}");
+    assert_eq!(report["confined_processes"], true, "{report}");
+    assert_eq!(report["tier"], "landlock", "{report}");
+    let probe = check(&report, "namespace tier");
     assert_eq!(probe["status"], "missing", "{report}");
     assert!(
         probe["detail"]
             .as_str()
             .is_some_and(|detail| detail.contains("user namespaces")),
+        "{report}"
+    );
+    assert_eq!(check(&report, "Landlock tier")["status"], "ok", "{report}");
+    let modes: Vec<(String, bool)> = (report["modes"].as_array().expect("modes").iter())
+        .map(|mode| {
+            (
+                mode["mode"].as_str().expect("mode").to_owned(),
+                mode["available"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("read-only".to_owned(), true),
+            ("workspace-write".to_owned(), false),
+            ("danger-full-access".to_owned(), true)
+        ],
         "{report}"
     );
     let knob = check(&report, "user namespaces");

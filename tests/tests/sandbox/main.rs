@@ -11,6 +11,7 @@ mod ceiling;
 mod doctor;
 mod escapes;
 mod fs_methods;
+mod landlock;
 mod lifetime;
 mod limits;
 mod modes;

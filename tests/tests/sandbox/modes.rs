@@ -24,7 +24,7 @@ async fn read_only_refuses_every_write_with_erofs_and_reports_the_denial() {
     .await;
     assert_eq!(
         denied.start,
-        json!({"processId": "w", "sandboxType": "linuxSeccomp"})
+        json!({"processId": "w", "sandboxType": "linuxSeccomp", "sandboxTier": "namespaces"})
     );
     // dash exits 2 here, bash (Codex's reference run) 1.
     assert_ne!(denied.exit, 0);

@@ -39,11 +39,15 @@ impl Kind {
     /// Every kind, in socket order.
     pub const ALL: [Self; 3] = [Self::Plain, Self::Confined, Self::ConfinedNetwork];
 
-    /// The kind of helper `launch` needs.
+    /// The kind of helper `launch` needs. The Landlock tier needs a helper outside any
+    /// namespace: without network a plain one; with network one of the zygote that keeps
+    /// processes off wexec's ports, whose attempt at namespaces failed (the tier is in force
+    /// because they do).
     pub fn of(launch: &Launch) -> Self {
         match &launch.confinement {
             None => Self::Plain,
             Some(confinement) if confinement.network => Self::ConfinedNetwork,
+            Some(confinement) if confinement.landlock.is_some() => Self::Plain,
             Some(_) => Self::Confined,
         }
     }
@@ -283,7 +287,7 @@ fn start_landlock(
         mechanism: Some(err.mechanism.to_owned()),
     };
     spare.guarded.map_err(setup)?;
-    if spare.entered.is_ok() {
+    if spare.kind != Kind::Plain && spare.entered.is_ok() {
         return Err(setup(confine::SetupError {
             errno: rustix::io::Errno::INVAL.raw_os_error(),
             mechanism: "the Landlock tier (a helper inside namespaces)",
