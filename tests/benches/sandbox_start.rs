@@ -52,6 +52,29 @@ fn workspace_write(dir: &std::path::Path) -> Value {
     })
 }
 
+/// Codex's `-s read-only` object: the only mode the Landlock tier runs without an operator's
+/// acceptance.
+fn read_only(dir: &std::path::Path) -> Value {
+    json!({
+        "permissions": {"type": "managed", "file_system": {"type": "restricted", "entries": [
+            {"path": {"type": "special", "value": {"kind": "root"}}, "access": "read"}
+        ]}, "network": "restricted"},
+        "cwd": uri(dir), "workspaceRoots": [uri(dir)], "windowsSandboxLevel": "disabled",
+        "windowsSandboxProxySettingsMode": "reconcile", "useLegacyLandlock": false,
+    })
+}
+
+/// Runs what follows where user namespaces cannot be made (as in Docker's default seccomp
+/// profile): the Landlock tier.
+const WITHOUT_USER_NAMESPACES: [&str; 6] = [
+    "unshare",
+    "-U",
+    "-r",
+    "sh",
+    "-c",
+    "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
+];
+
 /// One start → closed of `true`.
 async fn once(client: &mut Client, id: &str, dir: &std::path::Path, sandbox: &Value) -> Duration {
     let began = Instant::now();
@@ -81,19 +104,33 @@ struct Case {
     _server: Server,
 }
 
+/// Which wexec, started how.
+#[derive(Clone, Copy)]
+enum Build<'a> {
+    /// This build.
+    This,
+    /// This build where user namespaces cannot be made.
+    ThisWithoutUserNamespaces,
+    /// Another build (`WEXEC_BASELINE_BIN`).
+    Baseline(&'a str),
+}
+
 async fn wexec(
     dir: &TempDir,
     name: &'static str,
-    binary: Option<&str>,
+    build: Build<'_>,
     args: &[&str],
     sandbox: Value,
 ) -> Case {
     let root = dir.path().display().to_string();
     let mut all = vec!["--fs-root", root.as_str()];
     all.extend_from_slice(args);
-    let mut command = match binary {
-        Some(binary) => wexec_tests::command_of(std::path::Path::new(binary), &all),
-        None => wexec_tests::command(&all),
+    let mut command = match build {
+        Build::This => wexec_tests::command(&all),
+        Build::ThisWithoutUserNamespaces => {
+            wexec_tests::command_under(&WITHOUT_USER_NAMESPACES, &all)
+        }
+        Build::Baseline(binary) => wexec_tests::command_of(std::path::Path::new(binary), &all),
     };
     command.env("RUST_LOG", "warn");
     let (server, mut client) = wexec_tests::spawn_stdio_with(command);
@@ -142,7 +179,7 @@ async fn main() {
         wexec(
             &dir,
             "wexec, workspace-write sandbox",
-            None,
+            Build::This,
             &[],
             sandbox.clone(),
         )
@@ -150,9 +187,25 @@ async fn main() {
         wexec(
             &dir,
             "wexec, unsandboxed (danger-full-access, no sandbox)",
-            None,
+            Build::This,
             &["--sandbox", "danger-full-access"],
             Value::Null,
+        )
+        .await,
+        wexec(
+            &dir,
+            "wexec, read-only sandbox (namespace tier)",
+            Build::This,
+            &[],
+            read_only(dir.path()),
+        )
+        .await,
+        wexec(
+            &dir,
+            "wexec without user namespaces, read-only sandbox (Landlock tier)",
+            Build::ThisWithoutUserNamespaces,
+            &[],
+            read_only(dir.path()),
         )
         .await,
     ];
@@ -161,7 +214,7 @@ async fn main() {
             wexec(
                 &dir,
                 "baseline wexec, workspace-write sandbox",
-                Some(&baseline),
+                Build::Baseline(&baseline),
                 &[],
                 sandbox.clone(),
             )
@@ -171,7 +224,7 @@ async fn main() {
             wexec(
                 &dir,
                 "baseline wexec, unsandboxed (danger-full-access, no sandbox)",
-                Some(&baseline),
+                Build::Baseline(&baseline),
                 &["--sandbox", "danger-full-access"],
                 Value::Null,
             )
@@ -186,6 +239,15 @@ async fn main() {
                     &dir,
                     "codex exec-server, workspace-write sandbox",
                     sandbox.clone(),
+                )
+                .await,
+            );
+            cases.push(
+                codex(
+                    &binary,
+                    &dir,
+                    "codex exec-server, read-only sandbox",
+                    read_only(dir.path()),
                 )
                 .await,
             );

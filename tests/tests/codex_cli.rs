@@ -111,3 +111,64 @@ async fn codex_runs_commands_and_patches_through_wexec_in_its_sandbox_modes() {
         "hi\n"
     );
 }
+
+/// Where user namespaces are unavailable (taken away for real here, as Docker's default
+/// seccomp profile or Ubuntu's AppArmor restriction do), Codex's read-only mode runs its
+/// command confined by the Landlock tier, and its workspace-write mode, which needs `.git`
+/// and the like kept read-only inside the workspace, gets the refusal (docs/sandbox.md,
+/// "Tiers").
+#[tokio::test]
+async fn without_user_namespaces_codex_read_only_runs_under_the_landlock_tier() {
+    let Some(codex) =
+        wexec_tests::real_client("CODEX_BIN", "the codex binary of @openai/codex@0.169.0")
+    else {
+        return;
+    };
+    let launcher = [
+        "unshare",
+        "-U",
+        "-r",
+        "sh",
+        "-c",
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
+    ];
+    let (_dir, work, home) = wexec_tests::codex_workspace();
+    std::fs::write(work.join("seen.txt"), "landlock").expect("write");
+    let root = work.display().to_string();
+    let server = wexec_tests::spawn_websocket_with(wexec_tests::command_under(
+        &launcher,
+        &["--listen", "ws://127.0.0.1:0", "--fs-root", &root],
+    ))
+    .await;
+    let url = server.url.clone().expect("url");
+    let output = codex_exec(
+        &codex,
+        &url,
+        &work,
+        &home,
+        "read-only",
+        "cat seen.txt; printf x > ro.txt; echo status=$?",
+    )
+    .await;
+    assert!(output.contains("landlock"), "{output}");
+    assert!(output.contains("ro.txt: Permission denied"), "{output}");
+    assert!(
+        output.contains("status=1") || output.contains("status=2"),
+        "{output}"
+    );
+    assert!(!work.join("ro.txt").exists());
+    let output = codex_exec(
+        &codex,
+        &url,
+        &work,
+        &home,
+        "workspace-write",
+        "printf x > rw.txt; echo status=$?",
+    )
+    .await;
+    assert!(
+        output.contains("sandbox intent cannot be enforced on this executor"),
+        "{output}"
+    );
+    assert!(!work.join("rw.txt").exists());
+}
