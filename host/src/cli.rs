@@ -218,8 +218,9 @@ pub struct ServeOptions {
     /// refused, unless this accepts the weaker guarantee by name (repeatable or
     /// comma-separated): `carve-outs` leaves read-only paths inside writable roots (.git,
     /// .codex) writable; `signals`, on Landlock below ABI 6, lets processes signal any
-    /// process of wexec's user. Reported in environment/info and in each process/start
-    /// result. See docs/sandbox.md, "Tiers".
+    /// process of wexec's user; `metadata` lets them chmod, chown, touch and set xattrs on
+    /// any file their user owns (refused otherwise, even in writable roots). Reported in
+    /// environment/info and in each process/start result. See docs/sandbox.md, "Tiers".
     #[arg(
         help_heading = "Process sandbox",
         long = "sandbox-accept",

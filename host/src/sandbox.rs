@@ -138,8 +138,8 @@ fn landlock_policy(
     let accepted = &ceiling.accepted;
     // wexec's secrets are a token file and the state directory, whose names say nothing.
     let named = &ceiling.secrets;
-    let (grants, mut relied) =
-        landlock::plan(layers, accepted, named).map_err(|inexpressible| {
+    let (grants, mut relied) = landlock::plan(layers, accepted, &ceiling.protected, named)
+        .map_err(|inexpressible| {
             let missing = kernel::namespaces_missing()
                 .map_or_else(String::new, |missing| format!(" ({missing})"));
             let hint = inexpressible
@@ -156,6 +156,10 @@ fn landlock_policy(
     if !scoped && !kernel::landlock_scopes() {
         relied.push(Weaker::Signals);
     }
+    let metadata = accepted.contains(&Weaker::Metadata);
+    if metadata {
+        relied.push(Weaker::Metadata);
+    }
     Ok(ProcessPolicy {
         sandbox_type,
         tier: Some((kernel::Tier::Landlock, relied)),
@@ -163,7 +167,11 @@ fn landlock_policy(
             layers: Vec::new(),
             network,
             probe: false,
-            landlock: Some(confinement::Landlock { grants, scoped }),
+            landlock: Some(confinement::Landlock {
+                grants,
+                scoped,
+                metadata,
+            }),
         }),
         placeholders: Vec::new(),
     })
@@ -199,6 +207,7 @@ const GIT_FILE_BYTES: u64 = 4096;
 
 /// A protected `.git` that is a file pointing elsewhere (`gitdir: <dir>`, a worktree or a
 /// separate git dir) protects that directory too, as Codex does: its hooks run on the host.
+/// Where the process could not write it anyway, nothing is added.
 /// A pointer through a symbolic link the process could re-point (one inside a writable layer)
 /// is refused: protecting where the link leads today would not hold tomorrow's target.
 fn with_git_directories(
@@ -229,7 +238,12 @@ fn with_git_directories(
         }) {
             return Err(RpcError::invalid_params(REFUSAL));
         }
-        extra.push((canonical(&target), Level::Read));
+        // Only ever narrower: a `gitdir` naming a path the process may not read (a secret,
+        // something outside the readable roots) must not make it readable.
+        let target = canonical(&target);
+        if view.level(&target) == Level::Write {
+            extra.push((target, Level::Read));
+        }
     }
     if extra.is_empty() {
         return Ok(layers);
@@ -426,6 +440,44 @@ mod tests {
         assert_eq!(level(&kept, "/etc/passwd"), Level::Read);
         // Nothing to guard: the layers as they were.
         assert_eq!(guarded(layers.clone(), &[], &[]), layers);
+    }
+
+    #[test]
+    fn a_gitdir_protects_what_is_writable_and_opens_nothing_else() {
+        let base =
+            canonical(&std::env::temp_dir().join(format!("wexec-gitdir-{}", std::process::id())));
+        let (work, hidden, shared) = (base.join("w"), base.join("hidden"), base.join("shared"));
+        for dir in [&work, &hidden, &shared] {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        let layers = |gitdir: &Path| {
+            std::fs::write(work.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+            with_git_directories(vec![
+                (PathBuf::from("/"), Level::Read),
+                (base.clone(), Level::Write),
+                (hidden.clone(), Level::Hidden),
+                (work.join(".git"), Level::Read),
+            ])
+            .unwrap()
+        };
+        // A writable git directory elsewhere is protected...
+        assert_eq!(
+            level(&layers(&shared), &shared.display().to_string()),
+            Level::Read
+        );
+        // ... a hidden one stays hidden, and one outside every root stays absent.
+        let inside = hidden.join("s");
+        assert!(!layers(&inside).iter().any(|(path, _)| path == &inside));
+        assert_eq!(
+            level(&layers(&inside), &inside.display().to_string()),
+            Level::Hidden
+        );
+        assert!(
+            !layers(Path::new("/etc"))
+                .iter()
+                .any(|(path, _)| path == Path::new("/etc"))
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

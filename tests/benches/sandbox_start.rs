@@ -64,17 +64,6 @@ fn read_only(dir: &std::path::Path) -> Value {
     })
 }
 
-/// Runs what follows where user namespaces cannot be made (as in Docker's default seccomp
-/// profile): the Landlock tier.
-const WITHOUT_USER_NAMESPACES: [&str; 6] = [
-    "unshare",
-    "-U",
-    "-r",
-    "sh",
-    "-c",
-    "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
-];
-
 /// One start → closed of `true`.
 async fn once(client: &mut Client, id: &str, dir: &std::path::Path, sandbox: &Value) -> Duration {
     let began = Instant::now();
@@ -128,7 +117,7 @@ async fn wexec(
     let mut command = match build {
         Build::This => wexec_tests::command(&all),
         Build::ThisWithoutUserNamespaces => {
-            wexec_tests::command_under(&WITHOUT_USER_NAMESPACES, &all)
+            wexec_tests::command_under(&wexec_tests::WITHOUT_USER_NAMESPACES, &all)
         }
         Build::Baseline(binary) => wexec_tests::command_of(std::path::Path::new(binary), &all),
     };

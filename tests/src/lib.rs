@@ -1028,3 +1028,56 @@ pub fn without_sandbox_verdict(info: &Value) -> Value {
     }
     info
 }
+
+/// A launcher (for [`command_under`]) that takes user namespaces away from what it runs, for
+/// real, as Docker's default seccomp profile or Ubuntu's AppArmor restriction do: a user
+/// namespace whose `max_user_namespaces` is 0. wexec then runs under its Landlock tier.
+pub const WITHOUT_USER_NAMESPACES: [&str; 6] = [
+    "unshare",
+    "-U",
+    "-r",
+    "sh",
+    "-c",
+    "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
+];
+
+/// The repository's root (the parent of `tests/`).
+pub fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository holds tests/")
+        .to_path_buf()
+}
+
+/// A file of the repository, by its path from the root.
+pub fn repository_file(relative: &str) -> String {
+    std::fs::read_to_string(repository().join(relative))
+        .unwrap_or_else(|err| panic!("{relative}: {err}"))
+}
+
+/// Reads process `id` to its close: the last `process/read` result and everything it wrote
+/// (stdout and stderr, interleaved as read).
+pub async fn read_to_close(client: &mut Client, id: &str) -> (Value, Vec<u8>) {
+    use base64::Engine;
+    let mut output = Vec::new();
+    let mut after = 0;
+    loop {
+        let read = client
+            .call(
+                "process/read",
+                json!({"processId": id, "afterSeq": after, "waitMs": 5000}),
+            )
+            .await;
+        for chunk in read["chunks"].as_array().expect("chunks") {
+            output.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(chunk["chunk"].as_str().expect("chunk"))
+                    .expect("base64"),
+            );
+        }
+        after = read["nextSeq"].as_u64().expect("nextSeq") - 1;
+        if read["closed"] == true {
+            return (read, output);
+        }
+    }
+}

@@ -124,14 +124,7 @@ async fn without_user_namespaces_codex_read_only_runs_under_the_landlock_tier() 
     else {
         return;
     };
-    let launcher = [
-        "unshare",
-        "-U",
-        "-r",
-        "sh",
-        "-c",
-        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
-    ];
+    let launcher = wexec_tests::WITHOUT_USER_NAMESPACES;
     let (_dir, work, home) = wexec_tests::codex_workspace();
     std::fs::write(work.join("seen.txt"), "landlock").expect("write");
     let root = work.display().to_string();

@@ -9,22 +9,12 @@
     reason = "test helpers: a failed expectation is a failed test"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 use wexec_tests::{TempDir, command, http_raw, real_client, spawn_websocket_with, status_of};
 
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the repository holds tests/")
-        .to_path_buf()
-}
-
-fn read(relative: &str) -> String {
-    std::fs::read_to_string(repository().join(relative))
-        .unwrap_or_else(|err| panic!("{relative}: {err}"))
-}
+use wexec_tests::{repository, repository_file as read};
 
 /// The JSON array after `prefix` on the line that starts with it (a Dockerfile's exec form, a
 /// flow sequence in YAML).

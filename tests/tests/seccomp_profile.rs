@@ -28,10 +28,8 @@
 #[path = "seccomp_profile/docker.rs"]
 mod docker;
 
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
 
-use base64::Engine;
 use pretty_assertions::assert_eq;
 use seccompiler::BpfProgram;
 use serde_json::{Value, json};
@@ -60,17 +58,7 @@ const SANDBOX_CALLS: [&str; 10] = [
 /// Docker's entries for older ones out.
 const OLDEST_KERNEL: (u32, u32) = (5, 12);
 
-fn repository() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the repository holds tests/")
-        .to_path_buf()
-}
-
-fn read(relative: &str) -> String {
-    std::fs::read_to_string(repository().join(relative))
-        .unwrap_or_else(|err| panic!("{relative}: {err}"))
-}
+use wexec_tests::repository_file as read;
 
 fn docker_default() -> Profile {
     Profile::parse(&read("tests/fixtures/seccomp/docker-default.json"))
@@ -297,41 +285,14 @@ async fn confined_runs(
         match reply.get("result") {
             Some(start) => {
                 assert_eq!(start["sandboxType"], "linuxSeccomp", "{start}");
-                runs.push(Ok(read_to_close(&mut client, id).await));
+                let (read, output) = wexec_tests::read_to_close(&mut client, id).await;
+                let code = read["exitCode"].as_i64().unwrap_or(-1);
+                runs.push(Ok((code, String::from_utf8_lossy(&output).into_owned())));
             }
             None => runs.push(Err(reply["error"].clone())),
         }
     }
     runs
-}
-
-/// Reads process `id` to its close: its exit code and output.
-async fn read_to_close(client: &mut wexec_tests::Client, id: &str) -> (i64, String) {
-    let mut output = Vec::new();
-    let mut after = 0;
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let read = client
-            .call(
-                "process/read",
-                json!({"processId": id, "afterSeq": after, "waitMs": 5000}),
-            )
-            .await;
-        for chunk in read["chunks"].as_array().expect("chunks") {
-            let encoded = chunk["chunk"].as_str().expect("a chunk");
-            output.extend(
-                base64::engine::general_purpose::STANDARD
-                    .decode(encoded)
-                    .expect("base64"),
-            );
-        }
-        after = read["nextSeq"].as_u64().expect("nextSeq") - 1;
-        if read["closed"] == true {
-            let code = read["exitCode"].as_i64().unwrap_or(-1);
-            return (code, String::from_utf8_lossy(&output).into_owned());
-        }
-        assert!(std::time::Instant::now() < deadline, "{id} never closed");
-    }
 }
 
 #[tokio::test]

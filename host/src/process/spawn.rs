@@ -169,6 +169,7 @@ pub async fn probe(
                         access: GrantAccess::Read,
                     }],
                     scoped,
+                    metadata: false,
                 }),
             },
         }),

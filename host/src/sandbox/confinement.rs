@@ -29,6 +29,10 @@ pub struct Landlock {
     /// a kernel without scopes the start fails. `false` once the operator accepted `signals`:
     /// scoped where the kernel can.
     pub scoped: bool,
+    /// The operator accepted `metadata`: mode, owner, times and extended attributes may be
+    /// changed on any file the process's user owns (otherwise those calls are refused).
+    #[serde(default)]
+    pub metadata: bool,
 }
 
 /// A Landlock rule: `access` beneath `path`.

@@ -32,6 +32,10 @@ pub enum Weaker {
     /// (wexec and its own supervisor included, and so outlive its session) and reach the
     /// host's abstract unix sockets.
     Signals,
+    /// A process may change the mode, owner, times and extended attributes of any file its
+    /// user owns, readable or not (Landlock does not cover them); otherwise `chmod`, `chown`,
+    /// `utimensat` and the `*xattr` calls fail with `EPERM`, even in writable roots.
+    Metadata,
 }
 
 impl Weaker {
@@ -40,6 +44,7 @@ impl Weaker {
         match self {
             Self::CarveOuts => "carve-outs",
             Self::Signals => "signals",
+            Self::Metadata => "metadata",
         }
     }
 }
@@ -73,6 +78,16 @@ pub enum Inexpressible {
         /// The writable path around it.
         root: String,
     },
+    /// One of wexec's own files inside a writable path: never left writable.
+    #[error(
+        "{path} is wexec's own and must stay read-only inside the writable {root}, which needs mount namespaces"
+    )]
+    Protected {
+        /// wexec's file or directory.
+        path: String,
+        /// The writable path around it.
+        root: String,
+    },
     /// A denied path inside a writable one.
     #[error("{path} must stay hidden inside the writable {root}, which needs mount namespaces")]
     Hidden {
@@ -97,12 +112,14 @@ impl Inexpressible {
 }
 
 /// A confinement's layers (outermost first, as [`super::process_policy`] builds them) as
-/// Landlock grants, and the accepted weaker guarantees the process relies on. `named` are
-/// denied directories whose entries' names are no secret (wexec's state directory: its
-/// contents are), so that their parents stay listable.
+/// Landlock grants, and the accepted weaker guarantees the process relies on. `protected` are
+/// wexec's own files, which no acceptance leaves writable; `named` are denied directories
+/// whose entries' names are no secret (wexec's state directory: its contents are), so that
+/// their parents stay listable.
 pub fn plan(
     layers: &[(PathBuf, Level)],
     accepted: &[Weaker],
+    protected: &[PathBuf],
     named: &[PathBuf],
 ) -> Result<(Vec<Grant>, Vec<Weaker>), Inexpressible> {
     let mut levels: Vec<(PathBuf, Level)> = Vec::with_capacity(layers.len());
@@ -111,6 +128,12 @@ pub fn plan(
         let around = enclosing(&levels, path);
         let level = match (*level, around) {
             (Level::Read, Some((root, Level::Write))) => {
+                if protected.iter().any(|own| within(path, own)) {
+                    return Err(Inexpressible::Protected {
+                        path: path.display().to_string(),
+                        root: root.display().to_string(),
+                    });
+                }
                 if !accepted.contains(&Weaker::CarveOuts) {
                     return Err(Inexpressible::CarveOut {
                         path: path.display().to_string(),
@@ -223,7 +246,13 @@ fn expand(
     let Ok(entries) = std::fs::read_dir(directory) else {
         return Ok(());
     };
-    let mut names: Vec<_> = entries.flatten().map(|entry| entry.file_name()).collect();
+    // Never more than the cap is read, however large the directory.
+    let mut names: Vec<_> = (entries.flatten().map(|entry| entry.file_name()))
+        .take(MAX_GRANTS + 1)
+        .collect();
+    if grants.len() + names.len() > MAX_GRANTS {
+        return Err(too_large());
+    }
     names.sort();
     for name in names {
         let path = directory.join(name);
@@ -265,7 +294,7 @@ mod tests {
     #[test]
     fn widening_layers_are_grants_and_carve_outs_are_refused_unless_accepted() {
         let read_only = layers(&[("/", Level::Read)]);
-        let (grants, relied) = plan(&read_only, &[], &[]).unwrap();
+        let (grants, relied) = plan(&read_only, &[], &[], &[]).unwrap();
         assert_eq!(granted(&grants, "/proc"), Some(GrantAccess::Read));
         assert_eq!(granted(&grants, "/dev/null"), Some(GrantAccess::Device));
         // `/` is expanded around `/dev` and `/proc`, never granted whole.
@@ -280,16 +309,31 @@ mod tests {
             ("/w/.git", Level::Read),
         ]);
         assert_eq!(
-            plan(&workspace, &[], &[]).unwrap_err(),
+            plan(&workspace, &[], &[], &[]).unwrap_err(),
             Inexpressible::CarveOut {
                 path: "/w/.git".to_owned(),
                 root: "/w".to_owned()
             }
         );
-        let (grants, relied) = plan(&workspace, &[Weaker::CarveOuts], &[]).unwrap();
+        let (grants, relied) = plan(&workspace, &[Weaker::CarveOuts], &[], &[]).unwrap();
         assert_eq!(granted(&grants, "/w"), Some(GrantAccess::Write));
         assert_eq!(granted(&grants, "/w/.git"), Some(GrantAccess::Write));
         assert_eq!(relied, vec![Weaker::CarveOuts]);
+        // wexec's own files stay read-only whatever is accepted.
+        let config = layers(&[
+            ("/", Level::Read),
+            ("/w", Level::Write),
+            ("/w/wexec.toml", Level::Read),
+        ]);
+        assert!(matches!(
+            plan(
+                &config,
+                &[Weaker::CarveOuts],
+                &[PathBuf::from("/w/wexec.toml")],
+                &[]
+            ),
+            Err(Inexpressible::Protected { .. })
+        ));
 
         let secret_inside = layers(&[
             ("/", Level::Read),
@@ -297,7 +341,7 @@ mod tests {
             ("/w/k", Level::Hidden),
         ]);
         assert!(matches!(
-            plan(&secret_inside, &[Weaker::CarveOuts], &[]),
+            plan(&secret_inside, &[Weaker::CarveOuts], &[], &[]),
             Err(Inexpressible::Hidden { .. })
         ));
     }
@@ -318,7 +362,7 @@ mod tests {
             (base.join("etc/wexec/token"), Level::Hidden),
             (base.join("keys"), Level::Hidden),
         ];
-        let (grants, _) = plan(&denied, &[], &[]).unwrap();
+        let (grants, _) = plan(&denied, &[], &[], &[]).unwrap();
         assert_eq!(
             granted(&grants, &path("etc/wexec/config")),
             Some(GrantAccess::Read)
@@ -338,7 +382,7 @@ mod tests {
         assert_eq!(granted(&grants, &base.display().to_string()), None);
         assert!(!grants.iter().any(|grant| grant.path == "/"));
         // A denied directory whose names are no secret leaves its parents listable.
-        let (grants, _) = plan(&denied, &[], &[base.join("keys")]).unwrap();
+        let (grants, _) = plan(&denied, &[], &[], &[base.join("keys")]).unwrap();
         assert_eq!(
             granted(&grants, &base.display().to_string()),
             Some(GrantAccess::List)

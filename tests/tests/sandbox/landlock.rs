@@ -431,3 +431,175 @@ async fn with_network_wexecs_own_listener_stays_out_of_reach() {
         "{other_port:?}"
     );
 }
+
+/// Found attacking the tier: what Landlock does not cover — another process's limits and
+/// scheduling by pid, a file's mode, owner, times and attributes — is refused by seccomp, and
+/// allowed only where the operator accepted `metadata`.
+#[tokio::test]
+async fn limits_of_other_processes_and_file_metadata_are_out_of_reach() {
+    let Some(launcher) = super::without_user_namespaces() else {
+        return;
+    };
+    let dir = TempDir::new();
+    std::fs::write(dir.path().join("a.txt"), "alpha").expect("write");
+    let root = dir.path().display().to_string();
+    let (server, mut client) = spawn(&launcher, &["--fs-root", &root]);
+    client.handshake().await;
+    let wexec = server.pid();
+    let sandbox = codex_read_only(dir.path());
+    let helper = "$(awk '{print $4}' /proc/$$/stat)";
+    for (id, script) in [
+        (
+            "prlimit-helper",
+            format!("prlimit --pid {helper} --nofile=0:0"),
+        ),
+        ("prlimit-wexec", format!("prlimit --pid {wexec} --cpu=0:0")),
+        ("renice", format!("renice -n 5 -p {wexec}")),
+        ("taskset", format!("taskset -p 1 {wexec}")),
+        ("chmod", "chmod 000 a.txt".to_owned()),
+        (
+            "utime",
+            "python3 -c 'import os; os.utime(\"a.txt\", (0, 0))'".to_owned(),
+        ),
+        (
+            "xattr",
+            "python3 -c 'import os; os.setxattr(\"a.txt\", \"user.k\", b\"v\")'".to_owned(),
+        ),
+    ] {
+        let run = run(&mut client, id, &script, dir.path(), sandbox.clone()).await;
+        assert_ne!(run.exit, 0, "{id}: {run:?}");
+        assert!(run.output.contains("not permitted"), "{id}: {run:?}");
+    }
+    // Its own limits stay the process's to set.
+    let own = run(
+        &mut client,
+        "own",
+        "ulimit -n 64 && prlimit --pid $$ --nofile 2>/dev/null | tail -1 | tr -s ' '",
+        dir.path(),
+        sandbox,
+    )
+    .await;
+    assert_eq!(own.exit, 0, "{own:?}");
+    assert!(
+        server.pid() == wexec && std::fs::metadata(format!("/proc/{wexec}")).is_ok(),
+        "wexec still runs"
+    );
+    let mode = std::fs::metadata(dir.path().join("a.txt"))
+        .expect("a.txt")
+        .permissions();
+    assert_ne!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0);
+    drop(client);
+
+    let (_server, mut client) = spawn(
+        &launcher,
+        &[
+            "--fs-root",
+            &root,
+            "--sandbox-accept",
+            "carve-outs,metadata",
+        ],
+    );
+    client.handshake().await;
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).expect("mkdir");
+    let accepted = run(
+        &mut client,
+        "chmod",
+        "printf '#!/bin/sh\\necho ran' > s.sh && chmod +x s.sh && ./s.sh",
+        &work,
+        codex_workspace_write(&work, "restricted", false),
+    )
+    .await;
+    assert_eq!(
+        (accepted.exit, accepted.output.as_str()),
+        (0, "ran\n"),
+        "{accepted:?}"
+    );
+    assert_eq!(
+        accepted.start["sandboxAccepted"],
+        json!(["carve-outs", "metadata"]),
+        "{accepted:?}"
+    );
+}
+
+/// Found attacking the tier: a `.git` file is read to protect the git directory it names, and
+/// a process that may write `.git` (carve-outs accepted) chooses that name. Naming a path the
+/// process may not read must not make it readable; nor may accepting carve-outs leave
+/// wexec's own files writable.
+#[tokio::test]
+async fn a_planted_gitdir_opens_nothing_and_wexecs_files_stay_read_only() {
+    let Some(launcher) = super::without_user_namespaces() else {
+        return;
+    };
+    let dir = TempDir::new();
+    let (work, hidden) = (dir.path().join("work"), dir.path().join("hidden"));
+    std::fs::create_dir_all(&work).expect("mkdir");
+    std::fs::create_dir_all(&hidden).expect("mkdir");
+    std::fs::write(hidden.join("s.txt"), "secret").expect("write");
+    let config = work.join("wexec.toml");
+    std::fs::write(&config, "").expect("config");
+    let work_arg = work.display().to_string();
+    let (_server, mut client) = spawn(
+        &launcher,
+        &[
+            "--fs-root",
+            &work_arg,
+            "--writable-root",
+            &work_arg,
+            "--readable-root",
+            &work_arg,
+            "--sandbox-accept",
+            "carve-outs",
+        ],
+    );
+    client.handshake().await;
+    let sandbox = codex_workspace_write(&work, "restricted", false);
+    let target = hidden.join("s.txt").display().to_string();
+    let plant = run(
+        &mut client,
+        "plant",
+        &format!("printf 'gitdir: {target}\\n' > .git && cat {target}"),
+        &work,
+        sandbox.clone(),
+    )
+    .await;
+    assert!(plant.output.contains("Permission denied"), "{plant:?}");
+    let read = run(
+        &mut client,
+        "read",
+        &format!("cat {target}"),
+        &work,
+        sandbox,
+    )
+    .await;
+    assert_ne!(read.exit, 0, "{read:?}");
+    assert!(!read.output.contains("secret"), "{read:?}");
+    drop(client);
+
+    let config_arg = config.display().to_string();
+    let (_server, mut client) = spawn(
+        &launcher,
+        &[
+            "--fs-root",
+            &work_arg,
+            "--config",
+            &config_arg,
+            "--sandbox-accept",
+            "carve-outs",
+        ],
+    );
+    client.handshake().await;
+    let refused = touching(
+        &mut client,
+        &work.join("ran"),
+        codex_workspace_write(&work, "restricted", false),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        (refused["error"]["message"].as_str()).is_some_and(|message| message.contains(&format!(
+            "{config_arg} is wexec's own and must stay read-only inside the writable {work_arg}"
+        ))),
+        "{refused}"
+    );
+}

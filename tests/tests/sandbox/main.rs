@@ -22,8 +22,6 @@ mod secrets;
 use std::path::Path;
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
 use wexec_tests::{Client, running_where};
 pub use wexec_tests::{codex_read_only, codex_workspace_write, managed, special};
@@ -33,14 +31,7 @@ pub use wexec_tests::{codex_read_only, codex_workspace_write, managed, special};
 /// a user namespace whose `max_user_namespaces` is 0. `None` (said, and a failure under
 /// `CI`) where `unshare -U -r` cannot make one.
 pub fn without_user_namespaces() -> Option<[&'static str; 6]> {
-    let launcher = [
-        "unshare",
-        "-U",
-        "-r",
-        "sh",
-        "-c",
-        "echo 0 > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"",
-    ];
+    let launcher = wexec_tests::WITHOUT_USER_NAMESPACES;
     let made = std::process::Command::new(launcher[0])
         .args(&launcher[1..])
         .arg("true")
@@ -102,32 +93,13 @@ pub async fn run_with(
 
 /// Reads process `id` (started with reply `start`) to its close.
 pub async fn finish(client: &mut Client, id: &str, start: Value) -> Run {
-    let mut output = Vec::new();
-    let mut after = 0;
-    loop {
-        let read = client
-            .call(
-                "process/read",
-                json!({"processId": id, "afterSeq": after, "waitMs": 5000}),
-            )
-            .await;
-        for chunk in read["chunks"].as_array().expect("chunks") {
-            output.extend(
-                STANDARD
-                    .decode(chunk["chunk"].as_str().expect("chunk"))
-                    .expect("base64"),
-            );
-        }
-        after = read["nextSeq"].as_u64().expect("nextSeq") - 1;
-        if read["closed"] == true {
-            return Run {
-                start,
-                exit: read["exitCode"].as_i64().expect("exitCode"),
-                denied: read["sandboxDenied"] == true,
-                failure: read["failure"].clone(),
-                output: String::from_utf8_lossy(&output).into_owned(),
-            };
-        }
+    let (read, output) = wexec_tests::read_to_close(client, id).await;
+    Run {
+        start,
+        exit: read["exitCode"].as_i64().expect("exitCode"),
+        denied: read["sandboxDenied"] == true,
+        failure: read["failure"].clone(),
+        output: String::from_utf8_lossy(&output).into_owned(),
     }
 }
 

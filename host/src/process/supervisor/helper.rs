@@ -295,7 +295,7 @@ fn start_landlock(
     }
     let ruleset = confine::landlock::prepare(plan).map_err(setup)?;
     let filters = confine::filter::filters(network).map_err(setup)?;
-    let without_ipc = confine::filter::without_ipc().map_err(setup)?;
+    let tier_filters = confine::filter::landlock_tier(plan.metadata).map_err(setup)?;
     let program = Program::new(launch).map_err(|errno| Report::Failed {
         errno: errno.raw_os_error(),
         mechanism: None,
@@ -313,7 +313,7 @@ fn start_landlock(
         confine::landlock::restrict(&ruleset)?;
         step = Some("seccomp");
         confine::filter::install(filters)?;
-        confine::filter::install(std::slice::from_ref(without_ipc))?;
+        confine::filter::install(tier_filters)?;
         step = None;
         if probe {
             super::child::exit(0);

@@ -116,40 +116,63 @@ const SYSV_IPC: [libc::c_long; 12] = [
     libc::SYS_semtimedop,
 ];
 
-/// The extra filter of the Landlock tier, compiled once.
-static WITHOUT_IPC: OnceLock<Result<BpfProgram, SetupError>> = OnceLock::new();
+/// Calls that act on another process named by its pid (arg 0, or arg 1 for `setpriority` and
+/// `ioprio_set`): without a PID namespace, a process of the Landlock tier finds wexec's and
+/// its helper's pids in `/proc`, and Landlock's scopes do not cover these (an open-file limit
+/// of 0 on its helper would leave its descendants unkillable). Its own (pid 0) stays allowed.
+const OTHER_PROCESS: [(libc::c_long, u8); 7] = [
+    (libc::SYS_prlimit64, 0),
+    (libc::SYS_setpriority, 1),
+    (libc::SYS_sched_setaffinity, 0),
+    (libc::SYS_sched_setscheduler, 0),
+    (libc::SYS_sched_setparam, 0),
+    (libc::SYS_sched_setattr, 0),
+    (libc::SYS_ioprio_set, 1),
+];
+
+/// `setxattrat` and `removexattrat` (Linux 6.13), numbered alike on every architecture.
+const SYS_SETXATTRAT: libc::c_long = 463;
+const SYS_REMOVEXATTRAT: libc::c_long = 466;
+
+/// Calls that change a file's mode, owner, times or extended attributes: Landlock does not
+/// handle them, so without read-only mounts a process could change them on any file its user
+/// owns (a root-owned program made setuid, wexec's own files made world-readable).
+const METADATA: &[libc::c_long] = &[
+    libc::SYS_fchmod,
+    libc::SYS_fchmodat,
+    libc::SYS_fchmodat2,
+    libc::SYS_fchown,
+    libc::SYS_fchownat,
+    libc::SYS_utimensat,
+    libc::SYS_setxattr,
+    libc::SYS_lsetxattr,
+    libc::SYS_fsetxattr,
+    libc::SYS_removexattr,
+    libc::SYS_lremovexattr,
+    libc::SYS_fremovexattr,
+    SYS_SETXATTRAT,
+    SYS_REMOVEXATTRAT,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chmod,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_chown,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_lchown,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utime,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_utimes,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_futimesat,
+];
+
+/// The Landlock tier's extra filters (metadata calls refused, allowed), compiled once.
+static LANDLOCK_TIER: OnceLock<Result<[Vec<BpfProgram>; 2], SetupError>> = OnceLock::new();
 
 /// Compiles the filters; the zygote calls it before it forks helpers, which then share them.
 pub fn prepare() {
     COMPILED.get_or_init(|| Ok([compile(false)?, compile(true)?]));
-    WITHOUT_IPC.get_or_init(compile_without_ipc);
-}
-
-/// The filter the Landlock tier adds: SysV IPC refused (`ENOSYS`, as on a kernel built
-/// without it, so that programs that probe for it fall back).
-pub fn without_ipc() -> Result<&'static BpfProgram, SetupError> {
-    prepare();
-    match WITHOUT_IPC.get() {
-        Some(Ok(program)) => Ok(program),
-        Some(Err(err)) => Err(*err),
-        None => Err(SetupError::new(rustix::io::Errno::INVAL, SECCOMP)),
-    }
-}
-
-fn compile_without_ipc() -> Result<BpfProgram, SetupError> {
-    let backend = |failure: seccompiler::BackendError| {
-        SetupError::from_io(&std::io::Error::other(failure.to_string()), SECCOMP)
-    };
-    let arch = std::env::consts::ARCH.try_into().map_err(backend)?;
-    let rules = SYSV_IPC.iter().map(|&call| (call, Vec::new())).collect();
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )
-    .map_err(backend)?;
-    BpfProgram::try_from(filter).map_err(backend)
+    LANDLOCK_TIER.get_or_init(|| Ok([compile_landlock_tier(false)?, compile_landlock_tier(true)?]));
 }
 
 /// The filters for a process with or without `network`, in installation order.
@@ -160,6 +183,51 @@ pub fn filters(network: bool) -> Result<&'static [BpfProgram], SetupError> {
         Some(Err(err)) => Err(*err),
         None => Err(SetupError::new(rustix::io::Errno::INVAL, SECCOMP)),
     }
+}
+
+/// The filters the Landlock tier adds to [`filters`]: SysV IPC refused (`ENOSYS`, as on a
+/// kernel built without it, so that programs that probe for it fall back), calls on other
+/// processes by pid refused, and unless `metadata` (the operator accepted it) the metadata
+/// calls refused (`EPERM`).
+pub fn landlock_tier(metadata: bool) -> Result<&'static [BpfProgram], SetupError> {
+    prepare();
+    match LANDLOCK_TIER.get() {
+        Some(Ok(sets)) => Ok(&sets[usize::from(metadata)]),
+        Some(Err(err)) => Err(*err),
+        None => Err(SetupError::new(rustix::io::Errno::INVAL, SECCOMP)),
+    }
+}
+
+fn compile_landlock_tier(metadata: bool) -> Result<Vec<BpfProgram>, SetupError> {
+    let backend = |failure: seccompiler::BackendError| {
+        SetupError::from_io(&std::io::Error::other(failure.to_string()), SECCOMP)
+    };
+    let arch = std::env::consts::ARCH.try_into().map_err(backend)?;
+    let filter = |rules: Rules, errno: i32| {
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(errno as u32),
+            arch,
+        )
+        .map_err(backend)?;
+        BpfProgram::try_from(filter).map_err(backend)
+    };
+    let ipc = SYSV_IPC.iter().map(|&call| (call, Vec::new())).collect();
+    let mut denied: Rules = BTreeMap::new();
+    for (call, arg) in OTHER_PROCESS {
+        let other = condition_int(arg, SeccompCmpOp::Ne, 0).map_err(backend)?;
+        denied.insert(call, vec![SeccompRule::new(vec![other]).map_err(backend)?]);
+    }
+    if !metadata {
+        for &call in METADATA {
+            denied.insert(call, Vec::new());
+        }
+    }
+    Ok(vec![
+        filter(ipc, libc::ENOSYS)?,
+        filter(denied, libc::EPERM)?,
+    ])
 }
 
 /// Compiles the filters, in installation order.
@@ -410,6 +478,11 @@ mod tests {
             let filters = filters(network).unwrap();
             assert_eq!(filters.len(), count);
             assert!(filters.iter().all(|filter| !filter.is_empty()));
+        }
+        for metadata in [false, true] {
+            let extra = landlock_tier(metadata).unwrap();
+            assert_eq!(extra.len(), 2);
+            assert!(extra.iter().all(|filter| !filter.is_empty()));
         }
     }
 }
