@@ -576,14 +576,20 @@ fn kill_child(parent: i32, pid: i32) -> bool {
     let Some(process) = Pid::from_raw(pid) else {
         return false;
     };
-    let Ok(pidfd) = rustix::process::pidfd_open(process, rustix::process::PidfdFlags::empty())
-    else {
-        return false;
+    let pidfd = match rustix::process::pidfd_open(process, rustix::process::PidfdFlags::empty()) {
+        Ok(pidfd) => Some(pidfd),
+        Err(rustix::io::Errno::SRCH) => return false,
+        // No descriptor to be had (a kernel without pidfds, no descriptor left): killed by
+        // pid, which is still better than leaving it.
+        Err(_) => None,
     };
     if parent_of(pid) != Some(parent) {
         return false;
     }
-    rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok()
+    match pidfd {
+        Some(pidfd) => rustix::process::pidfd_send_signal(&pidfd, Signal::KILL).is_ok(),
+        None => rustix::process::kill_process(process, Signal::KILL).is_ok(),
+    }
 }
 
 /// The children of `pid`, from the `children` file of each of its threads (none once it is
