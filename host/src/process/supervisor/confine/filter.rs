@@ -203,16 +203,7 @@ fn compile_landlock_tier(metadata: bool) -> Result<Vec<BpfProgram>, SetupError> 
         SetupError::from_io(&std::io::Error::other(failure.to_string()), SECCOMP)
     };
     let arch = std::env::consts::ARCH.try_into().map_err(backend)?;
-    let filter = |rules: Rules, errno: i32| {
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(errno as u32),
-            arch,
-        )
-        .map_err(backend)?;
-        BpfProgram::try_from(filter).map_err(backend)
-    };
+    let filter = |rules: Rules, errno: i32| program(rules, errno, arch);
     let ipc = SYSV_IPC.iter().map(|&call| (call, Vec::new())).collect();
     let mut denied: Rules = BTreeMap::new();
     for (call, arg) in OTHER_PROCESS {
@@ -279,16 +270,7 @@ fn compile(network: bool) -> Result<Vec<BpfProgram>, SetupError> {
             vec![SeccompRule::new(vec![condition(4, SeccompCmpOp::Ne, 0)?]).map_err(backend)?],
         );
     }
-    let filter = |rules: BTreeMap<i64, Vec<SeccompRule>>, errno: i32| {
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(errno as u32),
-            arch,
-        )
-        .map_err(backend)?;
-        BpfProgram::try_from(filter).map_err(backend)
-    };
+    let filter = |rules: Rules, errno: i32| program(rules, errno, arch);
     if network {
         for (call, rule) in tcp_side_doors().map_err(backend)? {
             // A call already denied outright (no rules) stays so.
@@ -318,6 +300,25 @@ fn compile(network: bool) -> Result<Vec<BpfProgram>, SetupError> {
     }
     programs.extend(foreign_calls());
     Ok(programs)
+}
+
+/// A filter that fails the calls `rules` match with `errno` and allows every other.
+fn program(
+    rules: Rules,
+    errno: i32,
+    arch: seccompiler::TargetArch,
+) -> Result<BpfProgram, SetupError> {
+    let backend = |failure: seccompiler::BackendError| {
+        SetupError::from_io(&std::io::Error::other(failure.to_string()), SECCOMP)
+    };
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno as u32),
+        arch,
+    )
+    .map_err(backend)?;
+    BpfProgram::try_from(filter).map_err(backend)
 }
 
 /// An `int` argument compared on its low 32 bits, as the kernel reads it (high bits set must
