@@ -456,6 +456,11 @@ async fn limits_of_other_processes_and_file_metadata_are_out_of_reach() {
         ("prlimit-wexec", format!("prlimit --pid {wexec} --cpu=0:0")),
         ("renice", format!("renice -n 5 -p {wexec}")),
         ("taskset", format!("taskset -p 1 {wexec}")),
+        // Every process of the user (`PRIO_USER`, who 0), wexec's included.
+        (
+            "renice-user",
+            "python3 -c 'import ctypes,os; l=ctypes.CDLL(None,use_errno=True); r=l.setpriority(2,0,19); print(r,os.strerror(ctypes.get_errno()))'; exit 1".to_owned(),
+        ),
         ("chmod", "chmod 000 a.txt".to_owned()),
         (
             "utime",

@@ -119,7 +119,9 @@ const SYSV_IPC: [libc::c_long; 12] = [
 /// Calls that act on another process named by its pid (arg 0, or arg 1 for `setpriority` and
 /// `ioprio_set`): without a PID namespace, a process of the Landlock tier finds wexec's and
 /// its helper's pids in `/proc`, and Landlock's scopes do not cover these (an open-file limit
-/// of 0 on its helper would leave its descendants unkillable). Its own (pid 0) stays allowed.
+/// of 0 on its helper would leave its descendants unkillable). Only pid 0, the caller, stays
+/// allowed; and of `setpriority` and `ioprio_set` only the forms that name one process
+/// ([`ONE_PROCESS`]): the others name a process group or every process of a user.
 const OTHER_PROCESS: [(libc::c_long, u8); 7] = [
     (libc::SYS_prlimit64, 0),
     (libc::SYS_setpriority, 1),
@@ -129,6 +131,10 @@ const OTHER_PROCESS: [(libc::c_long, u8); 7] = [
     (libc::SYS_sched_setattr, 0),
     (libc::SYS_ioprio_set, 1),
 ];
+
+/// `setpriority`'s `PRIO_PROCESS` and `ioprio_set`'s `IOPRIO_WHO_PROCESS` (arg 0).
+const ONE_PROCESS: [(libc::c_long, u64); 2] =
+    [(libc::SYS_setpriority, 0), (libc::SYS_ioprio_set, 1)];
 
 /// `setxattrat` and `removexattrat` (Linux 6.13), numbered alike on every architecture.
 const SYS_SETXATTRAT: libc::c_long = 463;
@@ -209,6 +215,12 @@ fn compile_landlock_tier(metadata: bool) -> Result<Vec<BpfProgram>, SetupError> 
     for (call, arg) in OTHER_PROCESS {
         let other = condition_int(arg, SeccompCmpOp::Ne, 0).map_err(backend)?;
         denied.insert(call, vec![SeccompRule::new(vec![other]).map_err(backend)?]);
+    }
+    for (call, one) in ONE_PROCESS {
+        let many = condition_int(0, SeccompCmpOp::Ne, one).map_err(backend)?;
+        if let Some(rules) = denied.get_mut(&call) {
+            rules.push(SeccompRule::new(vec![many]).map_err(backend)?);
+        }
     }
     if !metadata {
         for &call in METADATA {
