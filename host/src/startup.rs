@@ -5,9 +5,9 @@
 //!
 //! And when startup is over ([`settle`]): the work a start can leave for later (the
 //! supervisor's spare helpers, the sandbox probe, the plugin engine, linking the bundled
-//! plugins: ~10 ms of CPU) waits until the first answer is out, or [`SETTLE_AFTER`] into
-//! serving. Run at once, it competed with the first answer for the 2 CPUs of a small machine
-//! and held it up by ~3 ms. What a request needs earlier starts when it is needed.
+//! plugins: milliseconds of CPU) waits until the first answer is out, or [`SETTLE_AFTER`] into
+//! serving. Run at once, it competed with the first answer for the CPUs of a small machine and
+//! held it up. What a request needs earlier starts when it is needed.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -3,12 +3,10 @@
 //!
 //! Encoding is a large share of wexec's own work on those paths. Where the CPU has AVX-512
 //! VBMI, whole 48-byte blocks go through the three-instruction loop of Muła and Lemire ("Base64
-//! encoding and decoding at almost the speed of a memory copy", 2019): 87 µs instead of
-//! base64-simd's 159 µs for 1 MiB, 2.5 µs instead of 9.4 µs for a 64 KiB output chunk
-//! (`cargo bench -p wexec-tests --bench base64_encode`, AVX-512 Xeon VM, 2026-12-06), which
-//! took 9% off wexec's CPU time per 1 MiB `fs/readFile`. A stream's 64 KiB chunks gain less
-//! (5.8% of its samples instead of 6.8%): each is encoded into a fresh line, so the stores bound
-//! it. What is left over (and everything, on other CPUs) is base64-simd's; the tests hold the
+//! encoding and decoding at almost the speed of a memory copy", 2019), well ahead of
+//! base64-simd's, which shows in wexec's own CPU time per large `fs/readFile`
+//! (`cargo bench -p wexec-tests --bench base64_encode`; docs/performance.md). A stream's
+//! chunks gain less: each is encoded into a fresh line, so the stores bound it. What is left over (and everything, on other CPUs) is base64-simd's; the tests hold the
 //! two to the same bytes.
 
 /// The data `text` encodes (the MCP face reads file contents and process output back from

@@ -1,6 +1,6 @@
 //! The wasmtime engine and linker every plugin runs on, and the thread that builds them.
 //!
-//! Building the engine costs ~5 ms, nearly all of it the kernel setting up the instance pools
+//! Building the engine takes milliseconds, nearly all of it the kernel setting up the instance pools
 //! (a guard page per fiber stack, one `mprotect` each). It is built on its own thread, which then
 //! stays as the epoch ticker: what needs it waits for it ([`Core::get`]), and a start that can
 //! answer its first requests from what the compile cache remembers does not wait at all

@@ -2,9 +2,8 @@
 //! and pre-linked, instances kept per session, and the host capabilities — one module per WIT
 //! interface — through which plugins act.
 //!
-//! Instance policy (measured, see the closing note of the runtime issue and
-//! `benches/plugin_dispatch.rs`): a fresh instance costs tens of microseconds, a call into a
-//! live one a few. So each session keeps up to [`IDLE_INSTANCES_PER_PLUGIN`] idle instances per
+//! Instance policy (measured by `benches/plugin_dispatch.rs`): a fresh instance costs an order
+//! of magnitude more than a call into a live one. So each session keeps up to [`IDLE_INSTANCES_PER_PLUGIN`] idle instances per
 //! plugin and reuses them. An instance is never shared between sessions, is used by one call
 //! at a time, and is discarded after a trap or a limit.
 
@@ -120,7 +119,7 @@ impl Runtime {
             .map(|spec| spec.limits.memory_bytes)
             .max()
             .unwrap_or(0);
-        // The engine is built on its own thread (~5 ms); finding what the cache remembers
+        // The engine is built on its own thread; finding what the cache remembers
         // needs no engine, and a start that finds everything remembered does not wait for it.
         let core = Core::build(max_memory)
             .map_err(|err| LoadError::Engine(format!("cannot start a thread: {err}")))?;

@@ -82,8 +82,8 @@ pub const BACKGROUND_NICE: i32 = 10;
 /// The linked component: at hand, or being linked.
 ///
 /// A call that needs it before its background link is done links it too and takes whichever
-/// link finishes first: measured on 2 cores, a call that waited for its own link while the
-/// background one was already done answered up to 2 ms later than it could have. A background
+/// link finishes first: a call that waited for its own link while the background one was
+/// already done answered later than it could have. A background
 /// link not yet begun leaves a plugin a call is linking alone.
 pub struct Linked<P = PluginPre<HostState>> {
     pre: tokio::sync::OnceCell<P>,

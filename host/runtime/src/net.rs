@@ -2,8 +2,8 @@
 
 /// The shared HTTP client: connection pooling, no automatic redirects, no proxies. Built on
 /// the first request, not at startup: loading the system's root certificates reads and parses
-/// every file of the certificate directory (7 ms here, a quarter of wexec's start before it
-/// was deferred), which a session that never reaches the network should not wait for.
+/// every file of the certificate directory (a large part of wexec's start before it was
+/// deferred), which a session that never reaches the network should not wait for.
 #[derive(Debug, Default)]
 pub struct Client(tokio::sync::OnceCell<reqwest::Client>);
 

@@ -72,7 +72,7 @@ impl std::fmt::Debug for LoadedPlugin {
 /// wait; a failure is reported on `failed` (wexec then stops, as when a plugin cannot be loaded
 /// at startup). They wait for the end of startup (`Runtime::warm_up`) or a call that builds the
 /// engine, whichever comes first; one at a time and at a lower priority, because on a small
-/// machine all of them at once (~8 ms of CPU) held up the first requests.
+/// machine all of them at once held up the first requests.
 pub fn link_in_background(
     plugins: Vec<Arc<LoadedPlugin>>,
     linking: Linking,

@@ -19,8 +19,8 @@ pub const SUPPORTED_CONTRACTS: [&str; 2] = ["0.1.0", CONTRACT_VERSION];
 pub struct PluginSpec {
     /// Where the component came from, for error messages (a path, or `built-in fs`).
     pub origin: String,
-    /// The component. The bundled ones are the binary's own bytes, not a copy: copying
-    /// 1.7 MB cost a start ~1.2 ms, most of it page faults.
+    /// The component. The bundled ones are the binary's own bytes, not a copy: copying them
+    /// cost every start its page faults.
     pub bytes: bytes::Bytes,
     /// What the operator granted.
     pub grants: Grants,

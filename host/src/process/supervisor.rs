@@ -110,9 +110,9 @@ pub fn guard_listeners(listening: &[u16]) {
     }
 }
 
-/// Lets the zygote fork its spare helpers. Until then it forks nothing: forking seven
-/// helpers and building four sets of namespaces (~3 ms of CPU on 2 cores) held up wexec's
-/// first answer by as much. A start that comes earlier still gets its helper: the zygote
+/// Lets the zygote fork its spare helpers. Until then it forks nothing: forking them all and
+/// building their namespaces, on a small machine, held up wexec's first answer by as much CPU
+/// as it took. A start that comes earlier still gets its helper: the zygote
 /// wakes for any request waiting on its sockets.
 pub fn warm_up() {
     drop(

@@ -2,8 +2,8 @@
 //! `posix_spawn` does: `clone(CLONE_VM | CLONE_VFORK)`, so the child runs on a small stack of
 //! its own in the parent's memory until it calls `execve`, and nothing of the parent's
 //! address space is copied. A `fork` here copies the page tables and then takes a copy-on-write
-//! fault for every page either side touches; on the 2-core development VM that made the spawn
-//! ~0.5 ms slower (docs/sandbox.md, "Cost"). `std::process::Command` forks whenever a
+//! fault for every page either side touches, which made the spawn measurably slower
+//! (`sandbox_start`; docs/sandbox.md, "Cost"). `std::process::Command` forks whenever a
 //! `pre_exec` step is set, and every start needs some (a new session, the death signal,
 //! limits, confinement).
 //!

@@ -8,8 +8,8 @@
 //! `connect` and `bind` by port, as an allow-list: the spares of that kind come from a zygote of
 //! their own that, once wexec has bound its listeners, allows every port but theirs and
 //! restricts itself (with `no_new_privs`), once; every helper it forks, and every program,
-//! inherits the domain. Built once, the domain costs a start nothing (~85 ms and a few MB of
-//! kernel memory, once). `bind` too: a process listening on wexec's port at another address
+//! inherits the domain. Built once (an allow-list of every other port: tens of milliseconds and
+//! some kernel memory, once), the domain costs a start nothing. `bind` too: a process listening on wexec's port at another address
 //! (`[::1]`, `127.0.0.2`) would receive the clients, and the tokens, of those that connect by
 //! name. What else could open a TCP connection past the rule is refused by the seccomp filter
 //! (`confine/filter.rs`).

@@ -34,7 +34,7 @@ pub fn serve(sockets: [OwnedFd; 3], listeners: OwnedFd, warm: OwnedFd) -> ! {
     wait_for_warm_up(&warm, &sockets);
     drop(warm);
     confine::filter::prepare();
-    // Replacing a spare (a fork, and a confined one's namespaces: ~1 ms of kernel work) runs
+    // Replacing a spare (a fork, and a confined one's namespaces: kernel work) runs
     // while the start that took it goes on, and must not delay it: a batch task does not
     // preempt the task that woke it. (`SCHED_IDLE` would yield even more, but a process may
     // leave it only with CAP_SYS_NICE in the initial user namespace, which a confined spare

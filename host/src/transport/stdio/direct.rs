@@ -38,12 +38,13 @@ use crate::transport::{DirectSink, OutboundMessage};
 pub const HELD_BYTES: usize = 64 * 1024;
 
 /// A line at least this long goes to stdout from where it lies, one `writev` with its line
-/// break after what the buffer holds, instead of being copied into the buffer first: process
-/// output (~87 KiB per chunk) spent a fifth of the writer's time in that copy.
+/// break after what the buffer holds, instead of being copied into the buffer first: for
+/// process output, whose chunks are this large, that copy was a large share of the writer's
+/// time.
 ///
 /// Not `vmsplice(2)`, although handing the line's own pages to the pipe instead of copying them
-/// took 14–34% off a 1 MiB `fs/readFile` round trip (2026-12-05; the copy into pipe pages
-/// the kernel allocates is the largest cost of writing that reply): the pipe would then hold
+/// makes a large `fs/readFile` round trip cheaper (the copy into pipe pages the kernel
+/// allocates is the largest cost of writing that reply): the pipe would then hold
 /// references to memory wexec frees once `FIONREAD` says the bytes were read, and a reader that
 /// splices out of the pipe (`pv`, a proxy moving the bytes into a socket with `splice(2)`) only
 /// moves those references on, so what it sends could change after wexec counted it read.

@@ -3,11 +3,10 @@
 //!
 //! Why: an idle CPU halts, and on a VM a halted vCPU is woken through the hypervisor. A client
 //! on another CPU that sends its next request right after a reply then pays for that wakeup,
-//! and wexec's thread resumes with cold caches: with the client on CPU 0 and wexec on CPU 1, a
-//! 4 KiB `fs/readFile` took 19.9 µs instead of 13.6 µs and `environment/status` 10.5 µs
-//! instead of 6.8 µs (`fs_vs_mcp`, 2026-12-06), and the thread's own CPU time per request
-//! doubled. Polling stdin for a while keeps the thread running, so the client's write finds it
-//! awake. Linux's `busy_poll` sockets and Go's spinning scheduler threads make the same trade.
+//! and wexec's thread resumes with cold caches: small requests took markedly longer and cost
+//! the thread more CPU each (`fs_vs_mcp` with client and wexec on different CPUs shows it;
+//! docs/performance.md). Polling stdin for a while keeps the thread running, so the client's
+//! write finds it awake. Linux's `busy_poll` sockets and Go's spinning scheduler threads make the same trade.
 //! What clients are told: docs/protocol.md §6, "Latency".
 //!
 //! Bounds:
@@ -53,9 +52,9 @@ use std::time::{Duration, Instant};
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-/// How long a wait spins: what a quick client on another CPU takes to answer a reply (a Rust
-/// client 2–10 µs, a Python one ~15–20 µs, with the cross-CPU wakeup of the reply), with
-/// room; `busy_poll`'s usual setting.
+/// How long a wait spins: longer than a quick client on another CPU (in Rust or in Python)
+/// takes to answer a reply, the cross-CPU wakeup of the reply included, with room;
+/// `busy_poll`'s usual setting.
 pub const WINDOW: Duration = Duration::from_micros(50);
 
 /// Most spin credit kept (bound 3): a burst of quick requests after a pause spins at once.
