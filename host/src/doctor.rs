@@ -145,43 +145,38 @@ pub async fn examine() -> Report {
     checks.push(seccomp());
     checks.push(cgroups());
     let tier = match (namespaces.is_ok(), landlock) {
-        (true, _) => "namespaces",
-        (false, Some((true, _))) => "landlock",
-        _ => "none",
+        (true, _) => Some(Tier::Namespaces),
+        (false, Some((true, _))) => Some(Tier::Landlock),
+        _ => None,
     };
     Report {
-        confined_processes: tier != "none",
-        tier,
+        confined_processes: tier.is_some(),
+        tier: tier.map_or("none", Tier::name),
         modes: modes(tier, landlock.is_some_and(|(_, unscoped)| unscoped)),
         environment,
         checks,
     }
 }
 
-/// What each mode gets under `tier`; `unscoped`: the Landlock tier runs if its missing signal
-/// scope is accepted.
-fn modes(tier: &str, unscoped: bool) -> Vec<ModeSupport> {
+/// What each mode gets under `tier` (`None`: no tier works); `unscoped`: the Landlock tier
+/// would run if its missing signal scope were accepted.
+fn modes(tier: Option<crate::sandbox::kernel::Tier>, unscoped: bool) -> Vec<ModeSupport> {
+    use crate::sandbox::kernel::Tier;
     let support = |mode, available, detail| ModeSupport {
         mode,
         available,
         detail,
     };
-    let full = support(
-        "danger-full-access",
-        true,
-        "unconfined, with wexec's user and rights",
-    );
-    match tier {
-        "namespaces" => vec![
+    let (read_only, workspace_write) = match tier {
+        Some(Tier::Namespaces) => (
             support("read-only", true, "confined: nothing writable"),
             support(
                 "workspace-write",
                 true,
                 "confined: writable roots, .git, .codex, .agents and .aws kept read-only",
             ),
-            full,
-        ],
-        "landlock" => vec![
+        ),
+        Some(Tier::Landlock) => (
             support(
                 "read-only",
                 true,
@@ -192,30 +187,36 @@ fn modes(tier: &str, unscoped: bool) -> Vec<ModeSupport> {
                 false,
                 "refused: .git, .codex, .agents and .aws cannot be kept read-only inside a writable root without mount namespaces (--sandbox-accept carve-outs leaves them writable)",
             ),
-            full,
-        ],
-        _ => vec![
+        ),
+        None if unscoped => (
             support(
                 "read-only",
                 false,
-                if unscoped {
-                    "refused unless --sandbox-accept signals"
-                } else {
-                    "refused: no tier can confine processes here"
-                },
+                "refused unless --sandbox-accept signals",
             ),
             support(
                 "workspace-write",
                 false,
-                if unscoped {
-                    "refused unless --sandbox-accept signals (and carve-outs)"
-                } else {
-                    "refused: no tier can confine processes here"
-                },
+                "refused unless --sandbox-accept signals (and carve-outs)",
             ),
-            full,
-        ],
-    }
+        ),
+        None => {
+            let none = "refused: no tier can confine processes here";
+            (
+                support("read-only", false, none),
+                support("workspace-write", false, none),
+            )
+        }
+    };
+    vec![
+        read_only,
+        workspace_write,
+        support(
+            "danger-full-access",
+            true,
+            "unconfined, with wexec's user and rights",
+        ),
+    ]
 }
 
 /// The knobs that switch unprivileged user namespaces off, each with its fix.

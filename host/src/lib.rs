@@ -90,7 +90,12 @@ pub async fn run(settings: Settings) -> Result<(), RunError> {
     let accepted: Vec<String> = (settings.ceiling.accepted.iter())
         .map(|weaker| weaker.name().to_owned())
         .collect();
+    // With `--no-processes` there is nothing to confine, and nothing to report.
+    let processes = settings.ceiling.processes;
     wexec_runtime::facts::report_sandbox_with(Box::new(move || {
+        if !processes {
+            return Box::pin(std::future::ready(None));
+        }
         Box::pin(sandbox::kernel::facts(
             accepted.clone(),
             startup::is_settled(),

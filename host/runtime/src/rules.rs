@@ -24,7 +24,12 @@ pub const PROTECTED_NAMES: [&str; 4] = [".git", ".agents", ".codex", ".aws"];
 
 /// The host directories a confined program always gets as the sandbox provides them, whatever
 /// the entries say: a private `/dev` and its PID namespace's `/proc`.
-const PROVIDED: [&str; 2] = ["/dev", "/proc"];
+pub const PROVIDED: [&str; 2] = ["/dev", "/proc"];
+
+/// The devices of `/dev` a confined program may open, read and write, in either tier. Ptys
+/// are not among them: the namespace tier gives each program a `devpts` of its own, and the
+/// host's is shared with the user's terminals.
+pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
 
 /// Entries: absolute, canonical paths with a level.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

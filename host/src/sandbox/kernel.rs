@@ -103,15 +103,6 @@ pub async fn facts(
         settled().await;
     }
     let verdict = AVAILABILITY.get()?;
-    if verdict
-        .tier
-        .as_ref()
-        .err()
-        .is_some_and(|missing| missing.mechanism == "processes")
-    {
-        // `--no-processes`: there is nothing to confine.
-        return None;
-    }
     Some(wexec_runtime::facts::SandboxFacts {
         tier: verdict
             .tier

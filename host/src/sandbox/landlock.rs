@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use super::confinement::{Grant, GrantAccess};
-use super::rules::{Level, within};
+use super::rules::{DEVICES, Level, PROVIDED, within};
 
 /// Guarantees of the namespace tier the Landlock tier lacks, which an operator may accept
 /// (`--sandbox-accept`): each request that needs one is otherwise refused.
@@ -48,21 +48,6 @@ impl Weaker {
         }
     }
 }
-
-/// Devices a confined program may open, read and write (the namespace tier's private `/dev`
-/// holds the same; ptys are left out: the host's `devpts` is shared with the user's
-/// terminals).
-pub const DEVICES: [&str; 6] = [
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-];
-
-/// Directories the sandbox provides itself, never through a layer.
-const PROVIDED: [&str; 2] = ["/dev", "/proc"];
 
 /// Grants a plan may hold: each is a path opened and a rule added at every start.
 const MAX_GRANTS: usize = 4096;
@@ -191,7 +176,7 @@ pub fn plan(
     grants.extend(
         DEVICES
             .iter()
-            .map(|device| grant(Path::new(device), GrantAccess::Device)),
+            .map(|device| grant(&Path::new("/dev").join(device), GrantAccess::Device)),
     );
     Ok((grants, relied))
 }

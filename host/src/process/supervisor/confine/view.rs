@@ -21,9 +21,6 @@ use crate::process::supervisor::wire::{Confinement, LayerAccess};
 /// only, after every host path the view needs was cloned.
 pub const STAGE: &str = "/tmp";
 
-/// Devices a confined program keeps (bound from the host's `/dev`).
-const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
-
 /// Top-level links a merged-`/usr` system needs in an empty root (`/bin -> usr/bin`).
 const ROOT_LINKS: [&str; 6] = ["bin", "sbin", "lib", "lib64", "lib32", "libx32"];
 
@@ -345,7 +342,7 @@ fn private_dev(empty_root: bool) -> Result<(), SetupError> {
         Some(c"mode=0755"),
     )
     .map_err(err)?;
-    for device in DEVICES {
+    for device in crate::sandbox::rules::DEVICES {
         let target = dev.join(device);
         std::fs::File::create(&target).map_err(io_err)?;
         rustix::mount::mount_bind(Path::new("/dev").join(device), &target).map_err(err)?;
