@@ -500,16 +500,16 @@ impl Runtime {
             }
             _ => None,
         };
-        if let Some((cache, name, inputs)) = memo.as_ref().filter(|_| !sandbox_known) {
-            let remembered = cache
+        let remembered = memo.as_ref().and_then(|(cache, name, inputs)| {
+            cache
                 .memo(name)
                 .and_then(|data| serde_json::from_slice::<Memo>(&data).ok())
-                .filter(|memo| &memo.inputs == inputs && memo.info.is_object());
+                .filter(|memo| &memo.inputs == inputs && memo.info.is_object())
+        });
+        if let Some(memo) = remembered.as_ref().filter(|_| !sandbox_known) {
             // Re-encoded: what goes on the wire is compact JSON whatever the file holds.
-            if let Some(memo) = remembered {
-                return serde_json::value::to_raw_value(&memo.info)
-                    .map_err(|err| RpcError::internal_error(err.to_string()));
-            }
+            return serde_json::value::to_raw_value(&memo.info)
+                .map_err(|err| RpcError::internal_error(err.to_string()));
         }
         let info = self.call_internal(wexec_protocol::ENVIRONMENT_INFO).await?;
         // Through a `Value` either way, so a remembered answer is the same text as a fresh one.
@@ -517,7 +517,8 @@ impl Runtime {
             .map_err(|err| RpcError::internal_error(err.to_string()))?;
         let text = serde_json::value::to_raw_value(&info)
             .map_err(|err| RpcError::internal_error(err.to_string()))?;
-        if let Some((cache, name, inputs)) = memo {
+        // Written once per change of its inputs, not at every refresh after the probe.
+        if let (Some((cache, name, inputs)), None) = (memo, remembered) {
             // What a start knows before its probe: without the verdict.
             let mut info = info;
             if let Some(wexec) = info
