@@ -7,19 +7,20 @@ use crate::bindings::wexec::plugin::filesystem as wit;
 pub use crate::bindings::wexec::plugin::filesystem::{
     Contents, DirEntry, Error, ErrorKind, FileKind, Metadata, OpenMode,
 };
+use wexec_protocol::rpc;
 
 impl From<Error> for RpcError {
     /// wexec's mapping (docs/protocol.md §9.2): not found → -32004; outside the roots, denied,
     /// invalid, too large → -32600; other → -32603.
     fn from(error: Error) -> Self {
         let code = match error.kind {
-            ErrorKind::NotFound => -32004,
+            ErrorKind::NotFound => rpc::NOT_FOUND,
             ErrorKind::OutsideRoots
             | ErrorKind::Denied
             | ErrorKind::PermissionDenied
             | ErrorKind::Invalid
-            | ErrorKind::TooLarge => -32600,
-            ErrorKind::Other => -32603,
+            | ErrorKind::TooLarge => rpc::INVALID_REQUEST,
+            ErrorKind::Other => rpc::INTERNAL_ERROR,
         };
         RpcError::new(code, error.message)
     }

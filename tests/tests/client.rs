@@ -353,3 +353,222 @@ async fn a_remote_client_resumes_after_the_server_drops_the_socket() {
     assert!(client.is_connected());
     assert_eq!(client.environment_status().await.unwrap().status, "ready");
 }
+
+/// The chain that keeps the client complete: the server serves nothing of the protocol outside
+/// `wexec_protocol::METHODS` (its own table: a unit test of `server::methods`; the bundled
+/// plugins' claims: below), and this test sends every method of that list through the client's
+/// typed calls, as the server's input shows. A method added to the list without a typed call
+/// fails here.
+#[tokio::test]
+async fn the_client_has_a_typed_call_for_every_method_of_the_protocol() {
+    use wexec_protocol::{
+        CapabilitiesDiscoverParams, CapabilityRootRequest, CapabilityRootsDiscoverParams,
+        EnvironmentConfigReadParams, FsCopyParams, FsCreateDirectoryParams, FsRemoveParams,
+        FsWalkOptions, FsWalkParams, FsWatchMissingParams, METHODS, ProcessReadParams,
+    };
+
+    let dir = TempDir::new();
+    let root = dir.path().to_str().unwrap().to_owned();
+    let input = dir.path().join("input.jsonl");
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let work = work.to_str().unwrap().to_owned();
+    let path = |name: &str| format!("{work}/{name}");
+    // wexec's stdin, recorded on its way in.
+    let recorded = StdioCommand::new("sh")
+        .args([
+            "-c",
+            r#"input="$1"; shift; tee "$input" | exec "$@""#,
+            "sh",
+            input.to_str().unwrap(),
+            wexec_tests::wexec_bin().to_str().unwrap(),
+            "--sandbox",
+            "danger-full-access",
+            "--fs-root",
+            &root,
+        ])
+        .env(
+            "XDG_CACHE_HOME",
+            wexec_tests::plugin_cache().display().to_string(),
+        )
+        .env("RUST_LOG", "wexec=warn");
+    let client = Client::connect_stdio(recorded, ClientOptions::new("every-method"))
+        .await
+        .unwrap();
+
+    client.environment_info().await.unwrap();
+    client.environment_status().await.unwrap();
+    let listing = client.plugin_list().await.unwrap();
+    client
+        .environment_config_read(EnvironmentConfigReadParams {
+            cwd: work.clone(),
+            config_paths: vec![vec!["model".into()]],
+            requirements_paths: Vec::new(),
+        })
+        .await
+        .unwrap();
+    client
+        .discover_capability_roots(CapabilityRootsDiscoverParams {
+            roots: vec![CapabilityRootRequest {
+                id: "work".into(),
+                path: work.clone(),
+                sandbox: None,
+            }],
+        })
+        .await
+        .unwrap();
+    client
+        .discover_capabilities(CapabilitiesDiscoverParams {
+            cwd: work.clone(),
+            sandbox: None,
+        })
+        .await
+        .unwrap();
+
+    let cat = ProcessStartParams::new("cat", argv(&["cat"]), work.as_str());
+    let process = client.start_process(cat).await.unwrap();
+    process.write(b"x").await.unwrap();
+    let read = ProcessReadParams {
+        process_id: process.id().to_owned(),
+        after_seq: None,
+        max_bytes: None,
+        wait_ms: Some(0),
+    };
+    client.process_read(read).await.unwrap();
+    process.interrupt().await.unwrap();
+    process.terminate().await.unwrap();
+
+    // The watch fires when the file it waits for is written.
+    let watch = client
+        .watch_missing(FsWatchMissingParams {
+            watch_id: 1,
+            missing: vec![path("a")],
+            present: None,
+        })
+        .await
+        .unwrap()
+        .expect("a missing path under a root is watched");
+    assert_eq!(watch.id(), 1);
+    client.write_file(path("a"), b"abc").await.unwrap();
+    within(watch.changed()).await.unwrap();
+    assert_eq!(
+        client
+            .read_file(FsPathParams::new(path("a")))
+            .await
+            .unwrap(),
+        b"abc"
+    );
+    client
+        .create_directory(FsCreateDirectoryParams {
+            path: path("d"),
+            recursive: None,
+            follow_symlinks: None,
+            sandbox: None,
+        })
+        .await
+        .unwrap();
+    client
+        .get_metadata(FsPathParams::new(path("a")))
+        .await
+        .unwrap();
+    client
+        .canonicalize(FsPathParams::new(path("d")))
+        .await
+        .unwrap();
+    client
+        .read_directory(FsPathParams::new(work.clone()))
+        .await
+        .unwrap();
+    client
+        .walk(FsWalkParams {
+            path: work.clone(),
+            options: FsWalkOptions {
+                max_depth: 1,
+                max_directories: 10,
+                max_entries: 10,
+                follow_directory_symlinks: false,
+                prune_hidden_directories: false,
+            },
+            sandbox: None,
+        })
+        .await
+        .unwrap();
+    client
+        .copy(FsCopyParams {
+            source_path: path("a"),
+            destination_path: path("b"),
+            recursive: false,
+            sandbox: None,
+        })
+        .await
+        .unwrap();
+    let open = |handle_id: &str, path: String, mode| FsOpenParams {
+        handle_id: handle_id.into(),
+        path,
+        mode: Some(mode),
+        sandbox: None,
+    };
+    let reader = client
+        .open(open("r", path("b"), FsOpenMode::Read))
+        .await
+        .unwrap();
+    let (bytes, _) = client.read_block(&reader, 0, 3).await.unwrap();
+    assert_eq!(bytes, b"abc");
+    let writer = client
+        .open(open("w", path("c"), FsOpenMode::Replace))
+        .await
+        .unwrap();
+    client.write_block(&writer, 0, b"xyz").await.unwrap();
+    client.close(reader).await.unwrap();
+    client.close(writer).await.unwrap();
+    client
+        .remove(FsRemoveParams {
+            path: path("b"),
+            recursive: None,
+            force: None,
+            follow_symlinks: None,
+            sandbox: None,
+        })
+        .await
+        .unwrap();
+    // No host is granted: the request is sent, and refused.
+    let refused = client
+        .http_request(HttpRequestParams::new("GET", "http://127.0.0.1:9/"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some(-32600), "{refused}");
+    drop(process);
+    drop(client);
+
+    let recorded = within(async {
+        loop {
+            // tee has written everything once wexec saw the end of its input.
+            let text = std::fs::read_to_string(&input).unwrap_or_default();
+            if text.contains("http/request") {
+                break text;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let sent: std::collections::BTreeSet<String> = recorded
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|message| message.get("id").is_some())
+        .filter_map(|message| message["method"].as_str().map(str::to_owned))
+        .collect();
+    let unsent: Vec<_> = METHODS
+        .iter()
+        .filter(|method| !sent.contains(**method))
+        .collect();
+    assert!(unsent.is_empty(), "no typed call sent {unsent:?}");
+    for plugin in &listing.plugins {
+        for method in &plugin.methods {
+            assert!(
+                METHODS.contains(&method.as_str()),
+                "bundled plugin {} serves {method}, which is not in wexec_protocol::METHODS",
+                plugin.name
+            );
+        }
+    }
+}

@@ -11,6 +11,7 @@ use super::client::Client;
 use super::error::ClientError;
 use super::http::{HttpBody, HttpReply};
 use super::process::{ProcessHandle, closed_read};
+use super::watch::MissingWatch;
 use crate::protocol::*;
 
 /// An empty result (`{}`).
@@ -26,6 +27,31 @@ impl Client {
     /// `environment/status`.
     pub async fn environment_status(&self) -> Result<EnvironmentStatus, ClientError> {
         self.call(ENVIRONMENT_STATUS, &json!({})).await
+    }
+
+    /// `environmentConfig/read`: the executor's Codex config layers, filtered to the key paths
+    /// asked for.
+    pub async fn environment_config_read(
+        &self,
+        params: EnvironmentConfigReadParams,
+    ) -> Result<EnvironmentConfigReadResponse, ClientError> {
+        self.call(ENVIRONMENT_CONFIG_READ, &params).await
+    }
+
+    /// `capabilityRoots/discoverV1`: the raw plugin and skill files of the roots named.
+    pub async fn discover_capability_roots(
+        &self,
+        params: CapabilityRootsDiscoverParams,
+    ) -> Result<CapabilityRootsDiscoverResponse, ClientError> {
+        self.call(CAPABILITY_ROOTS_DISCOVER_V1, &params).await
+    }
+
+    /// `capabilities/discoverV2`: the executor's own skills and installed plugins, parsed.
+    pub async fn discover_capabilities(
+        &self,
+        params: CapabilitiesDiscoverParams,
+    ) -> Result<CapabilitiesDiscoverResponse, ClientError> {
+        self.call(CAPABILITIES_DISCOVER_V2, &params).await
     }
 
     /// `plugin/list`.
@@ -172,6 +198,27 @@ impl Client {
         };
         let Empty {} = self.call(FS_WRITE_BLOCK, &params).await?;
         Ok(())
+    }
+
+    /// `fs/watchMissing`: the watch, if the server started it (`{"watching": true}`); `None`
+    /// when it did not (nothing to watch, limits, or an id not above every id this connection
+    /// used). A watch with a new id replaces the connection's current one either way.
+    pub async fn watch_missing(
+        &self,
+        params: FsWatchMissingParams,
+    ) -> Result<Option<MissingWatch>, ClientError> {
+        let link = self.link().await?;
+        let receiver = self.inner.router.add_watch(params.watch_id)?;
+        let watch = MissingWatch {
+            watch_id: params.watch_id,
+            receiver,
+            router: Arc::clone(&self.inner.router),
+        };
+        let result = link.request(FS_WATCH_MISSING, &params).await?;
+        self.inner.router.end_watches_below(params.watch_id);
+        let response: FsWatchMissingResponse =
+            super::router::decode_result(FS_WATCH_MISSING, &result)?;
+        Ok(response.watching.then_some(watch))
     }
 
     /// `fs/close` (idempotent).

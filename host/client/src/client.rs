@@ -330,6 +330,7 @@ impl Drop for Inner {
         }
         self.router.fail_processes(&ClientError::Closed);
         self.router.fail_streams(&ClientError::Closed);
+        self.router.fail_watches(&ClientError::Closed);
     }
 }
 

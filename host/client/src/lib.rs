@@ -42,6 +42,7 @@ mod route;
 mod router;
 mod sync;
 mod transport;
+mod watch;
 
 pub use client::{Client, ClientOptions};
 pub use error::ClientError;
@@ -49,3 +50,4 @@ pub use event::ProcessEvent;
 pub use http::{HttpBody, HttpReply};
 pub use process::{ProcessHandle, ProcessOutput};
 pub use transport::{StdioCommand, WebSocketTarget};
+pub use watch::MissingWatch;

@@ -74,6 +74,7 @@ impl Link {
             if let Some(link) = weak.upgrade() {
                 link.fail(error.clone());
                 router.fail_streams(&error);
+                router.fail_watches(&error);
                 if let Some(owner) = owner.upgrade() {
                     owner.link_lost(&link, error);
                 }

@@ -8,25 +8,28 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::error::ClientError;
 use super::event::ProcessEvent;
 use super::route::ProcessRoute;
 use super::sync::lock;
+use super::watch::WatchEnd;
 use crate::protocol::{
-    HTTP_BODY_DELTA, HttpBodyDelta, PROCESS_CLOSED, PROCESS_EXITED, PROCESS_OUTPUT,
-    ProcessClosedNotification, ProcessExitedNotification, ProcessOutputNotification,
+    FS_MISSING_CHANGED, FsMissingChangedParams, HTTP_BODY_DELTA, HttpBodyDelta, PROCESS_CLOSED,
+    PROCESS_EXITED, PROCESS_OUTPUT, ProcessClosedNotification, ProcessExitedNotification,
+    ProcessOutputNotification,
 };
 
 pub(crate) type BodyItem = Result<Bytes, ClientError>;
 
-/// Live process routes (owned by the client, they survive a reconnect) and HTTP body streams
-/// (owned by one connection).
+/// Live process routes (owned by the client, they survive a reconnect), HTTP body streams and
+/// `fs/watchMissing` watches (both owned by one connection).
 #[derive(Default)]
 pub(crate) struct Router {
     processes: Mutex<HashMap<String, Arc<ProcessRoute>>>,
     streams: Mutex<HashMap<String, StreamRoute>>,
+    watches: Mutex<HashMap<u64, oneshot::Sender<WatchEnd>>>,
 }
 
 struct StreamRoute {
@@ -109,6 +112,40 @@ impl Router {
         }
     }
 
+    /// Registers a watch before its request is sent (its notification may follow the response
+    /// at once). Fails if a watch with this id is live.
+    pub(crate) fn add_watch(
+        &self,
+        watch_id: u64,
+    ) -> Result<oneshot::Receiver<WatchEnd>, ClientError> {
+        let mut watches = lock(&self.watches);
+        if watches.contains_key(&watch_id) {
+            return Err(ClientError::Protocol(format!(
+                "fs/watchMissing watch {watch_id} is already live in this client"
+            )));
+        }
+        let (sender, receiver) = oneshot::channel();
+        watches.insert(watch_id, sender);
+        Ok(receiver)
+    }
+
+    pub(crate) fn remove_watch(&self, watch_id: u64) {
+        lock(&self.watches).remove(&watch_id);
+    }
+
+    /// Forgets the watches below `watch_id`: the server cancelled them when it saw that id, or
+    /// earlier, when it saw a higher one (§9.6).
+    pub(crate) fn end_watches_below(&self, watch_id: u64) {
+        lock(&self.watches).retain(|id, _| *id >= watch_id);
+    }
+
+    /// Ends every watch with `error` (watches do not survive their connection).
+    pub(crate) fn fail_watches(&self, error: &ClientError) {
+        for (_, watch) in lock(&self.watches).drain() {
+            let _ = watch.send(Err(error.clone()));
+        }
+    }
+
     /// Routes a notification. Never blocks: each handle has its own queue and wake signal.
     pub(crate) fn on_notification(
         &self,
@@ -141,6 +178,12 @@ impl Router {
                 self.deliver(&note.process_id, ProcessEvent::Closed { seq: note.seq });
             }
             HTTP_BODY_DELTA => self.on_body_delta(decode(method, params)?),
+            FS_MISSING_CHANGED => {
+                let note: FsMissingChangedParams = decode(method, params)?;
+                if let Some(watch) = lock(&self.watches).remove(&note.watch_id) {
+                    let _ = watch.send(Ok(()));
+                }
+            }
             _ => tracing::debug!(method, "ignoring an unknown notification"),
         }
         Ok(())

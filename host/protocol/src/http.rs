@@ -53,11 +53,28 @@ impl HttpRequestParams {
 
 /// One header.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HttpHeader {
     /// Header name.
     pub name: String,
-    /// Header value.
+    /// Header value; with `value_env_var`, the prefix of the value sent.
     pub value: String,
+    /// A request header's executor environment variable, appended to `value` (docs/protocol.md
+    /// §10.1): only variables the operator granted are read, and what one supplies is a
+    /// credential that stays with the origin it was sent to. Never in a response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_env_var: Option<String>,
+}
+
+impl HttpHeader {
+    /// A header with a literal value.
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            value: value.into(),
+            value_env_var: None,
+        }
+    }
 }
 
 /// `redirectPolicy`.

@@ -14,6 +14,40 @@ pub const ENVIRONMENT_INFO: &str = "environment/info";
 /// `environment/status` request.
 pub const ENVIRONMENT_STATUS: &str = "environment/status";
 
+/// Every request method of the protocol, `initialize` first. The server
+/// serves each and nothing else of the protocol's (its own method table and the bundled plugins'
+/// claims are checked against this list), and the client has a typed call for each
+/// (tests/tests/client.rs sends every one).
+pub const METHODS: [&str; 27] = [
+    INITIALIZE,
+    ENVIRONMENT_INFO,
+    ENVIRONMENT_STATUS,
+    ENVIRONMENT_CONFIG_READ,
+    CAPABILITY_ROOTS_DISCOVER_V1,
+    CAPABILITIES_DISCOVER_V2,
+    PLUGIN_LIST,
+    PROCESS_START,
+    PROCESS_READ,
+    PROCESS_WRITE,
+    PROCESS_SIGNAL,
+    PROCESS_TERMINATE,
+    FS_READ_FILE,
+    FS_WRITE_FILE,
+    FS_CREATE_DIRECTORY,
+    FS_GET_METADATA,
+    FS_CANONICALIZE,
+    FS_READ_DIRECTORY,
+    FS_WALK,
+    FS_REMOVE,
+    FS_COPY,
+    FS_OPEN,
+    FS_READ_BLOCK,
+    FS_WRITE_BLOCK,
+    FS_CLOSE,
+    FS_WATCH_MISSING,
+    HTTP_REQUEST,
+];
+
 /// Params of `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -9,6 +9,13 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// Largest file `fs/readFile` returns, in bytes.
 pub const MAX_READ_FILE_BYTES: u64 = 32 * 1024 * 1024;
 
+/// Largest response body a buffered `http/request` returns, in bytes: its base64 fits a
+/// [`MAX_MESSAGE_BYTES`] message.
+pub const MAX_HTTP_BODY_BYTES: usize = 32 * 1024 * 1024;
+
+/// Most decoded bytes one `http/request/bodyDelta` carries.
+pub const MAX_HTTP_DELTA_BYTES: usize = 1024 * 1024;
+
 /// Largest block `fs/readBlock` reads or `fs/writeBlock` writes at once, in bytes.
 pub const MAX_BLOCK_BYTES: usize = 1024 * 1024;
 

@@ -374,6 +374,18 @@ mod tests {
     }
 
     #[test]
+    fn every_method_named_here_is_a_method_of_the_protocol() {
+        let named = NATIVE.iter().map(|(name, _)| *name);
+        let plugin_served = PLUGIN_SERVED.iter().map(|(name, ..)| *name);
+        for method in named.chain(plugin_served) {
+            assert!(
+                protocol::METHODS.contains(&method),
+                "{method} is missing from wexec_protocol::METHODS"
+            );
+        }
+    }
+
+    #[test]
     fn lane_keys_come_from_params() {
         let ordered = Lane::Process(LaneRole::Ordered);
         assert_eq!(

@@ -14,7 +14,7 @@ use wexec_guest::protocol::{
     FS_WRITE_BLOCK, FS_WRITE_FILE, FsCanonicalizeResponse, FsCopyParams, FsCreateDirectoryParams,
     FsDirectoryEntry, FsHandleParams, FsMetadata, FsOpenMode, FsOpenParams, FsPathParams,
     FsReadBlockParams, FsReadDirectoryResponse, FsRemoveParams, FsWalkParams, FsWatchMissingParams,
-    FsWriteBlockParams, FsWriteFileParams,
+    FsWatchMissingResponse, FsWriteBlockParams, FsWriteFileParams,
 };
 use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, respond};
 
@@ -58,10 +58,10 @@ impl Plugin for Fs {
             FS_CREATE_DIRECTORY => create_directory(&call),
             FS_REMOVE => remove(&call),
             FS_COPY => copy(&call),
-            FS_OPEN => open(&call),
+            FS_OPEN => return open(&call),
             FS_WRITE_BLOCK => write_block(&call),
             FS_CLOSE => close(&call),
-            FS_WATCH_MISSING => watch_missing(&call),
+            FS_WATCH_MISSING => return watch_missing(&call),
             other => Err(RpcError::method_not_found(other)),
         }?;
         Response::json(&result)
@@ -219,7 +219,7 @@ fn copy(call: &Call) -> Result<Value, RpcError> {
     Ok(json!({}))
 }
 
-fn open(call: &Call) -> Result<Value, RpcError> {
+fn open(call: &Call) -> Result<Response, RpcError> {
     let params: FsOpenParams = call.params()?;
     let path = native(&params.path)?;
     let mode = match params.mode.unwrap_or(FsOpenMode::Read) {
@@ -227,7 +227,9 @@ fn open(call: &Call) -> Result<Value, RpcError> {
         FsOpenMode::Replace => OpenMode::Replace,
     };
     fs::open(&params.handle_id, &path, mode).map_err(RpcError::from)?;
-    Ok(json!({"handleId": params.handle_id}))
+    Response::json(&FsHandleParams {
+        handle_id: params.handle_id,
+    })
 }
 
 /// The block goes from the host to the client without passing through the plugin.
@@ -267,9 +269,10 @@ fn close(call: &Call) -> Result<Value, RpcError> {
 }
 
 /// The host watches (inotify, inside the roots) and sends `fs/missingChanged` when it fires.
-fn watch_missing(call: &Call) -> Result<Value, RpcError> {
+fn watch_missing(call: &Call) -> Result<Response, RpcError> {
     let params: FsWatchMissingParams = call.params()?;
-    let unwatchable = || Ok(json!({"watching": false}));
+    let reply = |watching| Response::json(&FsWatchMissingResponse { watching });
+    let unwatchable = || reply(false);
     // A path of another machine is one nobody can watch here: `false`, as Codex answers.
     let mut missing = Vec::with_capacity(params.missing.len());
     for path in &params.missing {
@@ -285,7 +288,7 @@ fn watch_missing(call: &Call) -> Result<Value, RpcError> {
     };
     let watching = fs::watch_missing(params.watch_id, &missing, present.as_deref())
         .map_err(RpcError::internal_error)?;
-    Ok(json!({"watching": watching}))
+    reply(watching)
 }
 
 wexec_guest::export_plugin!(Fs);

@@ -3,64 +3,24 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use serde::Deserialize;
-use serde_json::{Value, json};
 
 use wexec_guest::http::{self, Error as HttpError};
+use wexec_guest::protocol::limits::{MAX_HTTP_BODY_BYTES, MAX_HTTP_DELTA_BYTES};
+use wexec_guest::protocol::{
+    HTTP_BODY_DELTA, HTTP_REQUEST, HttpBodyDelta, HttpHeader, HttpRequestParams, HttpResponse,
+    RedirectPolicy,
+};
 use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, respond};
 
-/// Largest buffered body: 32 MiB, so its base64 fits a 64 MiB message.
-const MAX_BUFFERED_BODY: usize = 32 * 1024 * 1024;
-
-/// Largest decoded body delta.
-const MAX_DELTA: u32 = 1024 * 1024;
+/// The body is read from the host in pieces of one delta's size.
+const CHUNK_BYTES: u32 = MAX_HTTP_DELTA_BYTES as u32;
 
 struct Http;
-
-fn error(code: i64, message: impl Into<String>) -> RpcError {
-    RpcError::new(code, message)
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HeaderParam {
-    name: String,
-    value: String,
-    #[serde(default)]
-    value_env_var: Option<String>,
-}
-
-#[derive(Deserialize, Default, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-enum RedirectPolicy {
-    #[default]
-    Follow,
-    Stop,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Params {
-    method: String,
-    url: String,
-    #[serde(default)]
-    headers: Vec<HeaderParam>,
-    #[serde(default)]
-    body_base64: Option<String>,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-    #[serde(default)]
-    redirect_policy: RedirectPolicy,
-    #[serde(default)]
-    request_id: Option<String>,
-    #[serde(default)]
-    stream_response: bool,
-}
 
 impl Plugin for Http {
     fn info() -> Info {
         Info::new("http", env!("CARGO_PKG_VERSION"))
-            .method("http/request")
+            .method(HTTP_REQUEST)
             .capability(Capability::Http)
             // `valueEnvVar` reads whichever variables the operator grants
             // (`--allow-header-env`); no others.
@@ -69,11 +29,10 @@ impl Plugin for Http {
     }
 
     fn handle(call: Call) -> Result<Response, RpcError> {
-        if call.method() != "http/request" {
+        if call.method() != HTTP_REQUEST {
             return Err(RpcError::method_not_found(call.method()));
         }
-        let params: Params = call.params()?;
-        request(params).and_then(|result| Response::json(&result))
+        request(call.params()?)
     }
 }
 
@@ -88,7 +47,7 @@ fn is_token(text: &str) -> bool {
 /// A header as sent: `value`, followed by the executor variable `valueEnvVar` names. Only
 /// variables the operator granted can be read; any other reads as unset. The value is never
 /// logged. The third member says whether it carries the variable's value (a credential).
-fn with_env_value(header: HeaderParam) -> Result<(String, String, bool), RpcError> {
+fn with_env_value(header: HttpHeader) -> Result<(String, String, bool), RpcError> {
     let Some(var) = header.value_env_var else {
         return Ok((header.name, header.value, false));
     };
@@ -98,31 +57,24 @@ fn with_env_value(header: HeaderParam) -> Result<(String, String, bool), RpcErro
             full.push_str(&value);
             Ok((header.name, full, true))
         }
-        Ok(Some(_)) => Err(error(
-            -32602,
-            format!(
-                "http/request header {} requires a non-empty executor environment variable {var}",
-                header.name
-            ),
-        )),
-        Ok(None) | Err(_) => Err(error(
-            -32602,
-            format!(
-                "http/request header {} requires executor environment variable {var}",
-                header.name
-            ),
-        )),
+        Ok(Some(_)) => Err(RpcError::invalid_params(format!(
+            "http/request header {} requires a non-empty executor environment variable {var}",
+            header.name
+        ))),
+        Ok(None) | Err(_) => Err(RpcError::invalid_params(format!(
+            "http/request header {} requires executor environment variable {var}",
+            header.name
+        ))),
     }
 }
 
-fn request(params: Params) -> Result<Value, RpcError> {
-    let body =
-        match &params.body_base64 {
-            Some(body) => Some(STANDARD.decode(body).map_err(|err| {
-                error(-32602, format!("http/request bodyBase64 is invalid: {err}"))
-            })?),
-            None => None,
-        };
+fn request(params: HttpRequestParams) -> Result<Response, RpcError> {
+    let body = match &params.body_base64 {
+        Some(body) => Some(STANDARD.decode(body).map_err(|err| {
+            RpcError::invalid_params(format!("http/request bodyBase64 is invalid: {err}"))
+        })?),
+        None => None,
+    };
     // A method that is no token is the host's error to report, before any variable is read
     // (Codex's check order).
     let headers = if is_token(&params.method) {
@@ -136,8 +88,7 @@ fn request(params: Params) -> Result<Value, RpcError> {
     };
     let request_id = match (&params.request_id, params.stream_response) {
         (None, true) => {
-            return Err(error(
-                -32602,
+            return Err(RpcError::invalid_params(
                 "http/request streamResponse requires requestId",
             ));
         }
@@ -158,59 +109,57 @@ fn request(params: Params) -> Result<Value, RpcError> {
     if let Some(timeout_ms) = params.timeout_ms {
         request = request.timeout_ms(timeout_ms);
     }
-    if params.redirect_policy == RedirectPolicy::Stop {
+    if params.redirect_policy == Some(RedirectPolicy::Stop) {
         request = request.no_redirects();
     }
     let response = request.send().map_err(|err| match err {
-        HttpError::Denied(message) => error(-32600, message),
-        HttpError::Invalid(message) => error(-32602, message),
-        HttpError::Failed(reason) => error(-32603, format!("http/request failed: {reason}")),
+        HttpError::Failed(reason) => {
+            RpcError::internal_error(format!("http/request failed: {reason}"))
+        }
+        other => RpcError::from(other),
     })?;
-    let headers: Vec<Value> = response
-        .headers
-        .iter()
-        .map(|header| json!({"name": header.name, "value": header.value}))
-        .collect();
+    let head = |body_base64: String| HttpResponse {
+        status: response.status,
+        headers: response
+            .headers
+            .iter()
+            .map(|header| HttpHeader::new(&header.name, &header.value))
+            .collect(),
+        body_base64,
+    };
     match request_id.filter(|_| params.stream_response) {
         Some(request_id) => {
-            let head = json!({"status": response.status, "headers": headers, "bodyBase64": ""})
-                .to_string();
-            respond::early(Ok(Response::raw(head)));
+            respond::early(Response::json(&head(String::new())));
             stream(&request_id, &response);
-            Ok(Value::Null)
+            Ok(Response::sent())
         }
         None => {
-            let mut body = Vec::new();
-            loop {
-                match response.read_chunk(MAX_DELTA) {
-                    Ok(Some(chunk)) => {
-                        if body.len() + chunk.len() > MAX_BUFFERED_BODY {
-                            return Err(error(
-                                -32603,
-                                format!(
-                                    "failed to read http/request response body: body exceeds {MAX_BUFFERED_BODY} bytes"
-                                ),
-                            ));
-                        }
-                        body.extend_from_slice(&chunk);
-                    }
-                    Ok(None) => break,
-                    Err(err) => {
-                        let reason = match err {
-                            HttpError::Denied(reason)
-                            | HttpError::Invalid(reason)
-                            | HttpError::Failed(reason) => reason,
-                        };
-                        return Err(error(
-                            -32603,
-                            format!("failed to read http/request response body: {reason}"),
-                        ));
-                    }
+            let body = read_body(&response)?;
+            Response::json(&head(STANDARD.encode(body)))
+        }
+    }
+}
+
+/// The whole body, at most [`MAX_HTTP_BODY_BYTES`].
+fn read_body(response: &http::Response) -> Result<Vec<u8>, RpcError> {
+    let failed = |reason: &str| {
+        RpcError::internal_error(format!(
+            "failed to read http/request response body: {reason}"
+        ))
+    };
+    let mut body = Vec::new();
+    loop {
+        match response.read_chunk(CHUNK_BYTES) {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_HTTP_BODY_BYTES {
+                    return Err(failed(&format!("body exceeds {MAX_HTTP_BODY_BYTES} bytes")));
                 }
+                body.extend_from_slice(&chunk);
             }
-            Ok(
-                json!({"status": response.status, "headers": headers, "bodyBase64": STANDARD.encode(body)}),
-            )
+            Ok(None) => return Ok(body),
+            Err(
+                HttpError::Denied(reason) | HttpError::Invalid(reason) | HttpError::Failed(reason),
+            ) => return Err(failed(&reason)),
         }
     }
 }
@@ -218,19 +167,19 @@ fn request(params: Params) -> Result<Value, RpcError> {
 /// Sends the body as `http/request/bodyDelta` notifications: seq from 1, at most 1 MiB each,
 /// then exactly one `done`. A closed connection stops the stream silently.
 fn stream(request_id: &str, body: &http::Response) {
-    let delta = |seq: u64, data: &[u8], done: bool, failure: Option<String>| {
-        let params = json!({
-            "requestId": request_id,
-            "seq": seq,
-            "deltaBase64": STANDARD.encode(data),
-            "done": done,
-            "error": failure,
-        });
-        respond::notify("http/request/bodyDelta", &params)
+    let delta = |seq: u64, data: &[u8], done: bool, error: Option<String>| {
+        let params = HttpBodyDelta {
+            request_id: request_id.to_owned(),
+            seq,
+            delta_base64: STANDARD.encode(data),
+            done,
+            error,
+        };
+        respond::notify(HTTP_BODY_DELTA, &params)
     };
     let mut seq = 1;
     loop {
-        let (data, done, failure) = match body.read_chunk(MAX_DELTA) {
+        let (data, done, failure) = match body.read_chunk(CHUNK_BYTES) {
             Ok(Some(data)) => (data, false, None),
             Ok(None) => (Vec::new(), true, None),
             Err(
