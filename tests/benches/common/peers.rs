@@ -24,7 +24,7 @@ pub const ROUNDS: usize = 5;
 /// parsed where they lie, as a client that cares reads JSON lines. A large reply is one long
 /// line: read through a small `BufReader`, then copied into a `String` and a `Value`, it costs
 /// the client as much as the server, alike for every server, and every ratio shrinks toward 1
-/// (README.md's Performance section has the figures).
+/// (docs/performance.md, "File reads", has the figures).
 pub struct Lines {
     stdout: ChildStdout,
     buffer: Vec<u8>,
