@@ -1,5 +1,6 @@
 //! The `wexec` command: parse the command line, set up logging, run.
 
+use std::io::IsTerminal;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -12,12 +13,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let options = wexec::Options::parse();
-    // Logs go to stderr: stdout carries protocol lines only.
+    // Logs go to stderr: stdout carries protocol lines only. By default an operator sees what
+    // went wrong, and that a plugin reload took effect (a reload that failed is an error).
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=error")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new("warn,wexec::server::reload=info,rmcp=error")
+            }),
         )
         .init();
     let (serve, face) = match options.command {

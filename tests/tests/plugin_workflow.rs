@@ -337,3 +337,33 @@ async fn sighup_reloads_the_configured_plugins() {
     let reply = client.call("hello/greet", json!({"name": "again"})).await;
     assert_eq!(reply["greeting"], "Hello, again!");
 }
+
+/// Without `RUST_LOG`, an operator still sees a reload take effect: one info line per plugin,
+/// and nothing in colour when stderr is no terminal.
+#[tokio::test]
+async fn a_reload_that_changes_a_plugin_is_logged_at_the_default_level() {
+    let work = TempDir::new();
+    let config = work.path().join("wexec.toml");
+    std::fs::copy(wexec_tests::HELLO_WASM, work.path().join("hello.wasm")).unwrap();
+    std::fs::write(&config, "plugins = []\n").unwrap();
+    let mut command = wexec_tests::command(&["--config", config.to_str().unwrap()]);
+    command.env_remove("RUST_LOG");
+    let (server, mut client) = wexec_tests::spawn_stdio_with(command);
+    client.handshake().await;
+    std::fs::write(&config, "[[plugins]]\nfile = \"hello.wasm\"\n").unwrap();
+    server.kill_with("HUP").await;
+    let deadline = Instant::now() + TIMEOUT;
+    // The file watch may see the change before the signal arrives: either reason will do.
+    let logged = "INFO wexec::server::reload: plugin reloaded plugin=hello reason=";
+    while !server.stderr().contains(logged) {
+        assert!(
+            Instant::now() < deadline,
+            "no reload logged:\n{}",
+            server.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!server.stderr().contains('\u{1b}'), "{}", server.stderr());
+    let reply = client.call("hello/greet", json!({"name": "again"})).await;
+    assert_eq!(reply["greeting"], "Hello, again!");
+}

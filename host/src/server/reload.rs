@@ -65,7 +65,9 @@ async fn reload(server: &ServerState, source: &ReloadSource, reason: &str) {
             tracing::debug!("plugin reload ({reason}): nothing changed");
         }
         Ok(changed) => {
-            tracing::info!(plugins = ?changed, "plugins reloaded ({reason})");
+            for plugin in &changed {
+                tracing::info!(plugin = %plugin, reason, "plugin reloaded");
+            }
             server
                 .plugins_changed
                 .send_modify(|generation| *generation += 1);
