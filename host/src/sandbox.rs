@@ -5,16 +5,18 @@
 
 mod ceiling;
 pub mod confinement;
+mod fs_policy;
 pub mod kernel;
 mod landlock;
 mod minimal;
 mod placeholders;
 mod request;
-pub use wexec_runtime::rules;
+pub mod rules;
 
 use std::path::{Path, PathBuf};
 
 pub use ceiling::{Ceiling, Mode};
+pub use fs_policy::call_policy;
 pub use landlock::Weaker;
 pub use placeholders::{Held, hold, release_all, sweep_dead_logs as sweep_placeholders};
 pub use request::{request_rules, too_many_entries};

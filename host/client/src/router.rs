@@ -14,7 +14,6 @@ use super::error::ClientError;
 use super::event::ProcessEvent;
 use super::route::ProcessRoute;
 use super::sync::lock;
-use super::watch::WatchEnd;
 use crate::protocol::{
     FS_MISSING_CHANGED, FsMissingChangedParams, HTTP_BODY_DELTA, HttpBodyDelta, PROCESS_CLOSED,
     PROCESS_EXITED, PROCESS_OUTPUT, ProcessClosedNotification, ProcessExitedNotification,
@@ -22,6 +21,9 @@ use crate::protocol::{
 };
 
 pub(crate) type BodyItem = Result<Bytes, ClientError>;
+
+/// What ends an `fs/watchMissing` watch: its notification (`Ok`), or why it never will come.
+pub(crate) type WatchEnd = Result<(), ClientError>;
 
 /// Live process routes (owned by the client, they survive a reconnect), HTTP body streams and
 /// `fs/watchMissing` watches (both owned by one connection).

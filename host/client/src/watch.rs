@@ -6,10 +6,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::error::ClientError;
-use super::router::Router;
-
-/// What ends a watch: the notification (`Ok`), or why it never will come.
-pub(crate) type WatchEnd = Result<(), ClientError>;
+use super::router::{Router, WatchEnd};
 
 /// A watch the server accepted. It belongs to the connection it was made on: a newer watch on
 /// that connection replaces it, and it ends with the connection (a resume does not bring it

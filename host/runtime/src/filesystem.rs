@@ -56,7 +56,7 @@ impl HostState {
     }
 
     /// The sandbox of the call in progress, if its request carried one.
-    fn policy(&self) -> Option<&fs::FsPolicy> {
+    fn policy(&self) -> Option<&dyn fs::FsPolicy> {
         self.call.as_ref().and_then(|call| call.sandbox.as_deref())
     }
 

@@ -28,7 +28,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 pub use self::handles::{ConnectionHandles, FileHandles, PerPlugin};
-pub use self::policy::FsPolicy;
+pub use self::policy::{FsPolicy, Refusal};
 pub use self::types::{DirEntry, Error, ErrorKind, FileKind, Metadata, OpenMode};
 pub use self::watch::{WatchSlot, Watching, watch};
 use crate::grants::FsRoot;

@@ -27,7 +27,6 @@ mod pool;
 pub mod port;
 mod resources;
 mod responder;
-pub mod rules;
 mod spec;
 mod state;
 pub mod threads;

@@ -78,7 +78,7 @@ pub struct CallContext {
     /// The called plugin's watch on the calling connection.
     pub watch: Arc<WatchSlot>,
     /// The request's `sandbox` (and the ceiling) for the filesystem capability, if any.
-    pub sandbox: Option<Arc<FsPolicy>>,
+    pub sandbox: Option<Arc<dyn FsPolicy>>,
 }
 
 /// The state of one plugin instance's store.

@@ -71,7 +71,7 @@ impl FileHandles {
         roots: &Roots,
         path: &str,
         mode: OpenMode,
-        policy: Option<&super::FsPolicy>,
+        policy: Option<&dyn super::FsPolicy>,
     ) -> Result<(), Error> {
         if id.len() > MAX_HANDLE_ID_BYTES {
             return Err(invalid("file handle ID must not exceed 32 bytes".into()));

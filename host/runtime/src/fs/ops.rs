@@ -6,7 +6,7 @@ use std::time::UNIX_EPOCH;
 
 use rustix::fs::FileType;
 
-use super::policy::FsPolicy;
+use super::policy::{FsPolicy, may_read, may_write};
 use super::resolve::Resolved;
 use super::{DirEntry, FileKind, Metadata, OpenMode};
 use super::{Error, ErrorKind, MAX_DIRECTORY_ENTRIES, MAX_READ_FILE_BYTES, Roots, invalid, open};
@@ -69,7 +69,7 @@ impl Roots {
         &self,
         path: &str,
         follow: bool,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<Vec<u8>, Error> {
         self.open_to_read(path, follow, policy)?.read()
     }
@@ -80,10 +80,10 @@ impl Roots {
         &self,
         path: &str,
         follow: bool,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<FileToRead, Error> {
         let resolved = self.resolve_following(path, follow)?;
-        check(policy, |policy| policy.read(&resolved, false))?;
+        check(policy, |policy| may_read(policy, &resolved, false))?;
         if !follow {
             Self::refuse_symlink(&resolved, symlink_loop)?;
         }
@@ -104,11 +104,11 @@ impl Roots {
         path: &str,
         data: &[u8],
         follow: bool,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<(), Error> {
         use std::io::Write;
         let resolved = self.resolve_following(path, follow)?;
-        check(policy, |policy| policy.write(&resolved, false))?;
+        check(policy, |policy| may_write(policy, &resolved, false))?;
         resolved.writable()?;
         if !follow {
             Self::refuse_symlink(&resolved, symlink_loop)?;
@@ -123,10 +123,10 @@ impl Roots {
         &self,
         path: &str,
         recursive: bool,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<(), Error> {
         let resolved = self.resolve(path, true)?;
-        check(policy, |policy| policy.write(&resolved, false))?;
+        check(policy, |policy| may_write(policy, &resolved, false))?;
         resolved.writable()?;
         let dir = &resolved.root.dir;
         let created = if recursive {
@@ -142,14 +142,14 @@ impl Roots {
         &self,
         path: &str,
         follow: bool,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<Metadata, Error> {
         let resolved = if follow {
             self.resolve(path, false)?
         } else {
             self.resolve_without_links(path)?
         };
-        check(policy, |policy| policy.read(&resolved, false))?;
+        check(policy, |policy| may_read(policy, &resolved, false))?;
         if !follow {
             Self::refuse_symlink(&resolved, contains_symlink)?;
         }
@@ -160,7 +160,7 @@ impl Roots {
         let meta = if follow && link.is_symlink() {
             let target = self.resolve(path, true)?;
             // What the link leads to is read too: the request's sandbox must allow it.
-            check(policy, |policy| policy.read(&target, false))?;
+            check(policy, |policy| may_read(policy, &target, false))?;
             target
                 .root
                 .dir
@@ -198,9 +198,9 @@ impl Roots {
 
     /// `canonicalize`: resolution follows every symlink inside the root, so once every
     /// component exists, what it reached is the canonical path, inside the root.
-    pub fn canonicalize(&self, path: &str, policy: Option<&FsPolicy>) -> Result<String, Error> {
+    pub fn canonicalize(&self, path: &str, policy: Option<&dyn FsPolicy>) -> Result<String, Error> {
         let resolved = self.resolve(path, true)?;
-        check(policy, |policy| policy.read(&resolved, false))?;
+        check(policy, |policy| may_read(policy, &resolved, false))?;
         if !resolved.exists {
             // Whatever is missing or no directory answers as the OS would.
             let err = resolved
@@ -225,10 +225,10 @@ impl Roots {
     pub fn read_directory(
         &self,
         path: &str,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<Vec<DirEntry>, Error> {
         let (resolved, walk) = self.resolve_directory(path)?;
-        check(policy, |policy| policy.read(&resolved, false))?;
+        check(policy, |policy| may_read(policy, &resolved, false))?;
         let dir = &resolved.root.dir;
         let entries = dir
             .read_dir(&resolved.relative)
@@ -305,10 +305,10 @@ impl Roots {
         path: &str,
         recursive: bool,
         force: bool,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<(), Error> {
         let resolved = self.resolve(path, false)?;
-        check(policy, |policy| policy.write(&resolved, recursive))?;
+        check(policy, |policy| may_write(policy, &resolved, recursive))?;
         resolved.writable()?;
         if resolved.is_root() {
             return Err(invalid(format!(
@@ -340,12 +340,12 @@ impl Roots {
         source: &str,
         destination: &str,
         recursive: bool,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<(), Error> {
         let from = self.resolve(source, false)?;
         let to = self.resolve(destination, false)?;
-        check(policy, |policy| policy.read(&from, recursive))?;
-        check(policy, |policy| policy.write(&to, recursive))?;
+        check(policy, |policy| may_read(policy, &from, recursive))?;
+        check(policy, |policy| may_write(policy, &to, recursive))?;
         to.writable()?;
         let meta = from
             .root
@@ -383,16 +383,16 @@ impl Roots {
         &self,
         path: &str,
         mode: OpenMode,
-        policy: Option<&FsPolicy>,
+        policy: Option<&dyn FsPolicy>,
     ) -> Result<(std::fs::File, bool), Error> {
         let resolved = self.resolve(path, true)?;
         match mode {
             OpenMode::Read => {
-                check(policy, |policy| policy.read(&resolved, false))?;
+                check(policy, |policy| may_read(policy, &resolved, false))?;
                 Ok((open::read(&resolved)?.0, false))
             }
             OpenMode::Replace => {
-                check(policy, |policy| policy.write(&resolved, false))?;
+                check(policy, |policy| may_write(policy, &resolved, false))?;
                 resolved.writable()?;
                 Ok((open::write(&resolved, true)?, true))
             }
@@ -402,8 +402,8 @@ impl Roots {
 
 /// Applies the call's sandbox, if it has one.
 fn check(
-    policy: Option<&FsPolicy>,
-    allowed: impl FnOnce(&FsPolicy) -> Result<(), Error>,
+    policy: Option<&dyn FsPolicy>,
+    allowed: impl FnOnce(&dyn FsPolicy) -> Result<(), Error>,
 ) -> Result<(), Error> {
     policy.map_or(Ok(()), allowed)
 }

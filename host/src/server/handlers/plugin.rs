@@ -14,7 +14,7 @@ use crate::rpc::{RpcError, RpcResult, to_result};
 use crate::runtime::CallContext;
 use crate::runtime::fs::FsPolicy;
 use crate::runtime::port::CallPort;
-use crate::sandbox::{self, rules::Level, rules::Rules};
+use crate::sandbox;
 use crate::server::context::RequestContext;
 
 /// A method claimed by a plugin: its params (absent = `null`) go to the plugin as JSON text,
@@ -66,7 +66,7 @@ fn takes_sandbox(method: &str) -> bool {
 async fn call_sandbox(
     ctx: &RequestContext,
     params: &Value,
-) -> Result<Option<Arc<FsPolicy>>, RpcError> {
+) -> Result<Option<Arc<dyn FsPolicy>>, RpcError> {
     if !takes_sandbox(&ctx.method) {
         return Ok(None);
     }
@@ -91,33 +91,10 @@ async fn call_sandbox(
         return Ok(None);
     }
     // Canonical paths look at the disk: on the blocking pool, not a connection's thread.
-    tokio::task::spawn_blocking(move || policy(&requested, read_only))
+    tokio::task::spawn_blocking(move || sandbox::call_policy(&requested, read_only))
         .await
         .map_err(|err| RpcError::internal_error(format!("sandbox setup failed: {err}")))?
-        .map(|policy| Some(Arc::new(policy)))
-}
-
-/// The rules of `requested` (each narrowing the last), without writes when `read_only`.
-fn policy(requested: &[SandboxContext], read_only: bool) -> Result<FsPolicy, RpcError> {
-    let mut rules = Rules::full();
-    if !requested.is_empty() {
-        let tmpdir = std::env::var_os("TMPDIR").map(std::path::PathBuf::from);
-        // Without a `cwd` in the sandbox, what a relative path would mean to this server:
-        // its own working directory (the default fs root), never the whole disk.
-        let cwd = std::env::current_dir().map_err(|err| {
-            RpcError::internal_error(format!("cannot read the working directory: {err}"))
-        })?;
-        for context in requested {
-            let (request, _) = sandbox::request_rules(context, &cwd, tmpdir.as_deref())?;
-            rules = rules.intersect(&request);
-        }
-    }
-    if read_only {
-        let mut ceiling = Rules::default();
-        ceiling.add("/".into(), Level::Read);
-        rules = rules.intersect(&ceiling);
-    }
-    Ok(FsPolicy::new(rules))
+        .map(Some)
 }
 
 /// `plugin/list`: every plugin with its methods and effective grants.
