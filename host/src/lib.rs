@@ -25,6 +25,7 @@ mod builtin;
 mod cli;
 mod config;
 pub mod doctor;
+mod fast_path;
 mod limits;
 mod mcp;
 pub mod plugin_tool;

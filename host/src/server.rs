@@ -194,8 +194,7 @@ where
     std::thread::Builder::new()
         .name("wexec-stdio".into())
         .spawn(move || {
-            stdio::direct::allow_direct_writes();
-            crate::runtime::threads::allow_inline_guests();
+            crate::fast_path::claim_thread();
             // Outside tokio's cooperative budget: it is given back only when the future
             // yields to `block_on`, and this one blocks in `read` instead, so once spent every
             // channel and semaphore would report "not ready" and send requests off the thread.

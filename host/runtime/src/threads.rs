@@ -3,9 +3,9 @@
 //!
 //! - wexec's own runtime serves the connections and the native methods; it never runs guest
 //!   code or filesystem work.
-//! - Plugin calls run on the guest runtime ([`spawn_guest`]). On the stdio thread, which serves
-//!   nothing but its own connection, a call is first polled in place (most finish there, in
-//!   microseconds, without a switch between threads); one that has to wait goes on there.
+//! - Plugin calls run on the guest runtime ([`spawn_guest`]). The server may first poll one in
+//!   place on a thread that serves nothing but its own connection (its stdio fast path); one
+//!   that has to wait goes on here, its first poll counted.
 //! - A call that has kept a thread busy for [`DEMOTE_AFTER`] in all (a busy guest yields at
 //!   every epoch tick) moves to the busy-guest runtime, whose threads run at a lower OS
 //!   priority: spinning guests cannot hold up calls that would finish at once, and the kernel
@@ -14,7 +14,6 @@
 //!   under [`long_blocking`]: tokio first hands the guest worker's other tasks to another
 //!   thread, so it delays only its own request.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::OnceLock;
@@ -26,21 +25,6 @@ pub const DEMOTE_AFTER: Duration = Duration::from_millis(10);
 
 /// How much lower the busy-guest runtime's threads run (`nice`).
 const BUSY_NICENESS: i32 = 10;
-
-thread_local! {
-    static INLINE_GUESTS: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Lets guest work be polled on this thread: stdio's processor thread, which serves only its
-/// own connection, so work blocking it delays nothing else.
-pub fn allow_inline_guests() {
-    INLINE_GUESTS.with(|allowed| allowed.set(true));
-}
-
-/// Whether guest work may run on this thread.
-pub fn inline_guests_here() -> bool {
-    INLINE_GUESTS.with(Cell::get)
-}
 
 /// A request's job.
 pub type Job = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -92,14 +76,13 @@ impl Future for Demotable {
 }
 
 /// Runs `work`, filesystem work that may take long, without holding up the other tasks of the
-/// runtime worker it is on (tokio's `block_in_place` moves them to another thread). On the
-/// stdio thread, or outside a multi-thread runtime, `work` just runs.
+/// runtime worker it is on (tokio's `block_in_place` moves them to another thread). On a thread
+/// that only entered a multi-thread runtime (`Handle::block_on`: the server's stdio thread),
+/// `block_in_place` runs `work` in place; outside a multi-thread runtime, `work` just runs.
 pub fn long_blocking<T>(work: impl FnOnce() -> T) -> T {
-    let on_worker = !inline_guests_here()
-        && tokio::runtime::Handle::try_current().is_ok_and(|handle| {
-            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-        });
-    if on_worker {
+    let multi_thread = tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi_thread {
         tokio::task::block_in_place(work)
     } else {
         work()

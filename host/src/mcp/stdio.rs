@@ -115,7 +115,7 @@ pub async fn serve(
     // Unlike the Codex face, the loop never settles startup early (`crate::startup`): an MCP
     // client's first answer is `initialize`'s, and work started then would compete with its
     // first tool call, whose plugin is still being linked; startup's own timer starts it.
-    let one_cpu = crate::server::processor::one_cpu();
+    let one_cpu = crate::fast_path::one_cpu();
     while let Some(message) = inbound.recv().await {
         let inline = one_cpu || inbound.is_empty();
         let work = match message {

@@ -14,8 +14,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
@@ -52,7 +51,7 @@ pub enum LaneRole {
     Control,
 }
 
-type Job = crate::runtime::threads::Job;
+type Job = crate::fast_path::Job;
 
 /// Where a request's job runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +76,7 @@ impl Runs {
     fn inline_here(self) -> bool {
         match self {
             Self::Native => true,
-            Self::Guest => crate::runtime::threads::inline_guests_here(),
+            Self::Guest => crate::fast_path::on_claimed_thread(),
         }
     }
 }
@@ -145,7 +144,7 @@ impl Dispatcher {
     }
 
     /// Like [`Dispatcher::dispatch`]; with `inline`, a job that can start at once is first
-    /// polled on the calling task (see [`start_inline`]). The processor asks for it when no other
+    /// polled on the calling task (see [`crate::fast_path::start_inline`]). The processor asks for it when no other
     /// message is waiting: a lone request is answered without a task switch, while a burst of
     /// pipelined requests still spreads over the runtime's threads.
     pub async fn dispatch_with<F>(
@@ -170,7 +169,10 @@ impl Dispatcher {
         let inline = inline && runs.inline_here();
         let start = |job: Job| {
             if inline {
-                start_inline(job, runs);
+                crate::fast_path::start_inline(job, |job, took| match runs {
+                    Runs::Native => drop(tokio::spawn(job)),
+                    Runs::Guest => crate::runtime::threads::spawn_guest(job, took),
+                });
             } else {
                 runs.spawn(job);
             }
@@ -211,27 +213,6 @@ impl Dispatcher {
         drop(in_flight);
         // Returns `None` once the last job's clone of the sender is gone.
         let _ = all_done.recv().await;
-    }
-}
-
-/// Starts `job` on the calling task: most requests (a status, a file read through a warm plugin
-/// instance) finish in their first poll, and then cost no task switch at all — on this
-/// machine each hop between threads costs more than the work. A job that has to wait continues
-/// as a task of its own. A panic ends only the job, as it would in a task.
-fn start_inline(mut job: Job, runs: Runs) {
-    let mut context = Context::from_waker(Waker::noop());
-    let started = Instant::now();
-    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        job.as_mut().poll(&mut context)
-    }));
-    match polled {
-        // Polled again at once by the runtime, with a waker that works.
-        Ok(Poll::Pending) => match runs {
-            Runs::Native => drop(tokio::spawn(job)),
-            Runs::Guest => crate::runtime::threads::spawn_guest(job, started.elapsed()),
-        },
-        Ok(Poll::Ready(())) => {}
-        Err(_) => tracing::error!("a request handler panicked"),
     }
 }
 

@@ -69,7 +69,7 @@ pub async fn serve(connection: Connection, server: Arc<ServerState>) {
         inline: false,
         work: false,
     };
-    let one_cpu = one_cpu();
+    let one_cpu = crate::fast_path::one_cpu();
     loop {
         let session = processor.phase.session().cloned();
         let taken_over = async {
@@ -188,16 +188,6 @@ pub async fn serve_route(
     dispatcher
         .dispatch_with(lane, route.exempt, job, inline, route.runs)
         .await;
-}
-
-/// Whether wexec may use a single CPU (affinity and cgroup quota count). With one there is
-/// nothing to gain from handing queued requests to the runtime's workers: every hand-off is a
-/// switch between threads on that CPU (pipelined 4 KiB reads on one CPU: ~1.4x the throughput
-/// inline, as replies also ride along in one write). With more, requests that arrive together
-/// run in parallel. Asked once: the answer reads cgroup files.
-pub(crate) fn one_cpu() -> bool {
-    static ONE_CPU: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ONE_CPU.get_or_init(|| std::thread::available_parallelism().is_ok_and(|cpus| cpus.get() == 1))
 }
 
 impl Processor {

@@ -1,4 +1,4 @@
-//! Direct replies: the stdio fast path. A reply made on stdio's processor thread (the thread
+//! Direct replies, the answering part of the stdio fast path ([`crate::fast_path`]). A reply made on stdio's processor thread (the thread
 //! that reads stdin and runs the connection's requests inline) is written to stdout by that
 //! thread itself, instead of going through the outbound queue to the writer thread: one switch
 //! between threads fewer per request, which on a small machine costs more than the request.
@@ -18,7 +18,7 @@
 //!    holds it, the message is queued. Held-back direct replies (batched while more input is
 //!    already read, at most [`HELD_BYTES`]) are flushed before the reader waits for input.
 //! 4. **Only the processor thread.** Other threads (runtime workers, plugin threads) always
-//!    queue: [`allow_direct_writes`] marks the one thread that may write around the queue.
+//!    queue: only the thread [`crate::fast_path::claim_thread`] claimed writes around the queue.
 //! 5. **A broken stdout loses nothing silently.** After a failed write every later message is
 //!    discarded (and said so once); queued senders never block on a dead stdout.
 
@@ -72,16 +72,6 @@ fn write_line(writer: &mut BufWriter<Output>, text: &str) -> std::io::Result<()>
         }
     }
     Ok(())
-}
-
-thread_local! {
-    static DIRECT_WRITES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Lets this thread write replies itself (invariant 4): stdio's processor thread, which is no
-/// runtime worker.
-pub fn allow_direct_writes() {
-    DIRECT_WRITES.with(|allowed| allowed.set(true));
 }
 
 /// stdout, shared by the writer thread and (when it cannot block) the processor thread.
@@ -169,7 +159,7 @@ impl DirectOutput {
 
 impl DirectSink for DirectOutput {
     fn try_write(&self, text: &str) -> bool {
-        if !DIRECT_WRITES.with(std::cell::Cell::get)
+        if !crate::fast_path::on_claimed_thread()
             || self.pending.load(Ordering::SeqCst) != 0
             || self.broken.load(Ordering::SeqCst)
         {
@@ -247,7 +237,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_direct_write_never_overtakes_a_queued_message() {
-        allow_direct_writes();
+        crate::fast_path::claim_thread();
         let (mut read, output) = piped();
         let (outbound, queue) = Outbound::channel();
         let outbound = outbound.with_direct(Arc::clone(&output) as Arc<dyn DirectSink>);
@@ -277,7 +267,7 @@ mod tests {
 
     #[test]
     fn a_full_pipe_takes_no_direct_write() {
-        allow_direct_writes();
+        crate::fast_path::claim_thread();
         let (mut read, output) = piped();
         let line = "x".repeat(16 * 1024);
         let mut written = 0;
@@ -292,7 +282,7 @@ mod tests {
 
     #[test]
     fn a_long_line_goes_out_whole_after_what_was_held() {
-        allow_direct_writes();
+        crate::fast_path::claim_thread();
         let (mut read, output) = piped();
         output.read_request(true);
         assert!(output.try_write("a"));
@@ -303,7 +293,7 @@ mod tests {
 
     #[test]
     fn the_processor_never_waits_for_the_writer() {
-        allow_direct_writes();
+        crate::fast_path::claim_thread();
         let (read, output) = piped();
         let held = output.writer.lock().unwrap();
         assert!(
@@ -324,14 +314,14 @@ mod tests {
                 .join()
                 .unwrap()
         );
-        allow_direct_writes();
+        crate::fast_path::claim_thread();
         assert!(output.try_write("x"));
         assert_eq!(unread(&read), 2);
     }
 
     #[test]
     fn held_replies_go_out_before_the_reader_waits() {
-        allow_direct_writes();
+        crate::fast_path::claim_thread();
         let (mut read, output) = piped();
         output.read_request(true);
         assert!(output.try_write("a"));
@@ -356,7 +346,7 @@ mod tests {
                 Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
             }
         }
-        allow_direct_writes();
+        crate::fast_path::claim_thread();
         let (_read, write) = rustix::pipe::pipe().unwrap();
         let room = PipeRoom::new(&std::fs::File::from(write));
         let output = DirectOutput::new(Box::new(Broken), room, 1024);
