@@ -9,6 +9,25 @@ use serde::Serialize;
 pub use wexec_protocol::limits::MAX_MESSAGE_BYTES;
 pub use wexec_protocol::rpc::*;
 
+use crate::runtime::{CallError, CallResult};
+
+/// A plugin call's failure in the words of docs/protocol.md §11.3; a plugin's own error as the
+/// plugin gave it.
+pub fn call_error(error: CallError) -> RpcError {
+    match error {
+        CallError::Answered(error) => error,
+        CallError::NoPlugin { method } => RpcError::method_not_found(&method),
+        CallError::Failed { .. } | CallError::TimeLimit { .. } | CallError::MemoryLimit { .. } => {
+            RpcError::internal_error(error.to_string())
+        }
+    }
+}
+
+/// A plugin call's outcome as a reply's.
+pub fn call_outcome(outcome: CallResult) -> RpcResult {
+    outcome.map_err(call_error)
+}
+
 /// Encodes a typed result as the `result` member of a reply.
 pub fn to_result<T: Serialize>(value: &T) -> RpcResult {
     serde_json::value::to_raw_value(value)

@@ -2,6 +2,7 @@
 
 pub mod context;
 pub mod dispatch;
+mod environment;
 pub mod handlers;
 pub mod methods;
 pub mod processor;
@@ -126,12 +127,14 @@ impl ServerState {
     }
 
     async fn query_environment_info(runtime: &Runtime) -> Result<Box<RawValue>, LoadError> {
-        runtime
-            .environment_info()
+        environment::environment_info(runtime)
             .await
             .map_err(|err| LoadError::Invalid {
                 origin: "built-in env".into(),
-                reason: format!("environment/info failed: {}", err.message),
+                reason: format!(
+                    "environment/info failed: {}",
+                    crate::rpc::call_error(err).message
+                ),
             })
     }
 

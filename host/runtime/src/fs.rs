@@ -1,6 +1,6 @@
 //! The filesystem a plugin is granted: its roots, opened, and every operation confined to
 //! them and to the call's sandbox. Plain Rust values in and out (`fs/types.rs`); the WIT
-//! `filesystem` interface (`filesystem.rs`) is the edge that serves it to guests.
+//! `filesystem` interface (`host/filesystem.rs`) is the edge that serves it to guests.
 //!
 //! A request path is made absolute-normal lexically (`.`/`..` resolved without touching the
 //! disk), assigned to the innermost root that contains it, and resolved inside that root in

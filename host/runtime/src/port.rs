@@ -6,7 +6,7 @@ use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
 
-use wexec_protocol::rpc::RpcResult;
+use crate::outcome::CallResult;
 
 /// A future a port returns.
 pub type PortFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -17,7 +17,7 @@ pub trait CallPort: Send + Sync {
     /// that finds no room is kept by the port and sent before the call's next notification
     /// or once the call has returned, so a guest never waits for a slow client while it holds
     /// its instance.
-    fn respond(&self, outcome: RpcResult);
+    fn respond(&self, outcome: CallResult);
 
     /// Answers the call with a result of about `len` bytes that `write` appends (the text is
     /// made only if the call was not answered yet); `room` is held until the reply is written.

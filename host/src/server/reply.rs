@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use crate::rpc::{RequestId, RpcResult, encode_notification, encode_reply, encode_success_with};
+use crate::runtime::CallResult;
 use crate::runtime::port::{CallPort, PortFuture, Room};
 use crate::transport::{Outbound, Reservation, TrySend};
 
@@ -155,7 +156,8 @@ impl Reply {
 }
 
 impl CallPort for Reply {
-    fn respond(&self, outcome: RpcResult) {
+    fn respond(&self, outcome: CallResult) {
+        let outcome = crate::rpc::call_outcome(outcome);
         self.offer(|| encode_reply(&self.id, &outcome), Reservation::default());
     }
 

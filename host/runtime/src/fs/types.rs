@@ -1,5 +1,5 @@
 //! The filesystem capability's own values: what an operation answers or fails with. They
-//! mirror the WIT `filesystem` records, and `filesystem.rs` converts them at the edge, so the
+//! mirror the WIT `filesystem` records, and `host/filesystem.rs` converts them at the edge, so the
 //! policy here is tested without bindgen.
 
 /// Why an operation was refused or failed (docs/protocol.md §9.2).

@@ -48,7 +48,7 @@ pub async fn call(ctx: RequestContext, params: Value) -> RpcResult {
         )
         .await;
     drop(slot);
-    outcome
+    crate::rpc::call_outcome(outcome)
 }
 
 /// Methods whose `sandbox` param (Codex's, docs/protocol.md §7.3) confines the filesystem

@@ -2,9 +2,9 @@
 
 use std::sync::PoisonError;
 
-use super::bindings::wexec::plugin::environment::{Host, HostFacts, PluginSummary, SandboxFacts};
-use super::bindings::wexec::plugin::types::Capability;
-use super::state::HostState;
+use crate::bindings::wexec::plugin::environment::{Host, HostFacts, PluginSummary, SandboxFacts};
+use crate::bindings::wexec::plugin::types::Capability;
+use crate::state::HostState;
 
 impl Host for HostState {
     async fn host_info(&mut self) -> HostFacts {

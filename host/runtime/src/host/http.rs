@@ -8,10 +8,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode, Url};
 use wasmtime::component::Resource;
 
-use super::bindings::wexec::plugin::http::{Error, Header, Host, HostBody, Request, Response};
-use super::bindings::wexec::plugin::types::Capability;
-use super::state::HostState;
+use crate::bindings::wexec::plugin::http::{Error, Header, Host, HostBody, Request, Response};
+use crate::bindings::wexec::plugin::types::Capability;
 use crate::resources::Body;
+use crate::state::HostState;
 
 /// Redirect hops followed at most.
 pub const MAX_REDIRECTS: usize = 10;

@@ -1,19 +1,20 @@
 //! The `responder` interface: a plugin answers its call early, or notifies its client,
-//! through the call's [`super::port::CallPort`].
+//! through the call's [`crate::port::CallPort`].
 
 use std::time::Instant;
 
 use wasmtime::component::Resource;
 
-use super::bindings::wexec::plugin::responder::Host;
-use super::bindings::wexec::plugin::types::RpcError as WitRpcError;
-use super::state::HostState;
+use crate::bindings::wexec::plugin::responder::Host;
+use crate::bindings::wexec::plugin::types::RpcError as WitRpcError;
+use crate::outcome::CallError;
 use crate::resources::Contents;
+use crate::state::HostState;
 use wexec_protocol::rpc::RpcError;
 
 /// A plugin's error as wexec's: code, message and data unchanged (data parsed as JSON when it
 /// is JSON, else kept as a string).
-pub fn from_wit(error: WitRpcError) -> RpcError {
+pub(crate) fn from_wit(error: WitRpcError) -> RpcError {
     RpcError {
         code: error.code,
         message: error.message,
@@ -29,13 +30,11 @@ impl Host for HostState {
             return;
         };
         let outcome = match result {
-            Ok(json) => super::json::value(json).map_err(|err| {
-                RpcError::internal_error(format!(
-                    "plugin {} failed: its result is not JSON: {err}",
-                    self.plugin.name
-                ))
+            Ok(json) => crate::json::value(json).map_err(|err| CallError::Failed {
+                plugin: self.plugin.name.clone(),
+                reason: format!("its result is not JSON: {err}"),
             }),
-            Err(error) => Err(from_wit(error)),
+            Err(error) => Err(CallError::Answered(from_wit(error))),
         };
         port.respond(outcome);
     }
@@ -62,7 +61,7 @@ impl Host for HostState {
             return Err(format!("the result around the data is not JSON: {err}"));
         }
         // Validated as a whole above; each part loses its line breaks as any guest JSON does.
-        let (before, after) = (super::json::fragment(before), super::json::fragment(after));
+        let (before, after) = (crate::json::fragment(before), crate::json::fragment(after));
         let room = contents.take_room();
         let bytes = contents.bytes();
         let len = before.len() + wexec_base64::encoded_len(bytes.len()) + after.len() + 2;
@@ -93,7 +92,7 @@ impl Host for HostState {
         let Some(port) = self.call.as_ref().and_then(|call| call.port.clone()) else {
             return Err("no client is attached to this call".into());
         };
-        let params = super::json::value(params)
+        let params = crate::json::value(params)
             .map_err(|err| format!("notification params are not JSON: {err}"))?;
         let waited = Instant::now();
         let sent = port.notify(&method, &params).await;

@@ -3,8 +3,8 @@
 //! "Calls, limits and failures"): later lines are dropped, and how many is logged once the call
 //! ends.
 
-use super::bindings::wexec::plugin::log::{Host, Level};
-use super::state::HostState;
+use crate::bindings::wexec::plugin::log::{Host, Level};
+use crate::state::HostState;
 
 /// Longest message logged; the rest is cut so a plugin cannot flood the log with one line.
 const MAX_MESSAGE_CHARS: usize = 4_096;
@@ -51,7 +51,7 @@ impl Host for HostState {
     }
 }
 
-impl super::bindings::wexec::plugin::types::Host for HostState {}
+impl crate::bindings::wexec::plugin::types::Host for HostState {}
 
 #[cfg(test)]
 mod tests {
