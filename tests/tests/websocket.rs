@@ -252,6 +252,7 @@ async fn version_and_help() {
         "--ws-token-sha256",
         "--allow-header-env",
         "--detach-ttl",
+        "--closed-retention",
         "--plugin",
         "--plugin-time-limit-ms",
         "--plugin-memory-limit-mib",
@@ -278,6 +279,7 @@ async fn version_and_help() {
         heading_of("--process-cpu-seconds").as_deref(),
         Some("Limits:")
     );
+    assert_eq!(heading_of("--closed-retention").as_deref(), Some("Limits:"));
     assert!(help.contains("\nExamples:\n"), "{help}");
 }
 

@@ -38,6 +38,8 @@ pub struct SessionRegistry {
     session_processes: usize,
     /// Live processes across sessions.
     host_processes: Arc<Counter>,
+    /// How long each session keeps a closed process.
+    closed_retention: Duration,
 }
 
 /// One session: what survives a dropped connection.
@@ -87,6 +89,7 @@ impl SessionRegistry {
             detach_ttl,
             session_processes: limits.session_processes,
             host_processes: Counter::new(limits.max_processes),
+            closed_retention: limits.closed_retention,
         })
     }
 
@@ -102,6 +105,7 @@ impl SessionRegistry {
         let processes = Arc::new(ProcessTable::new(
             Counter::new(self.session_processes),
             Arc::clone(&self.host_processes),
+            self.closed_retention,
         ));
         processes.sink().set(Some(sink));
         let session = Arc::new(Session {
