@@ -120,7 +120,7 @@ async fn the_whole_tree_ends_when_a_detached_session_expires() {
     let pids = tree_pids(dir.path()).await;
     client.close().await;
     drop(client);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.stderr_containing("detached session expired").await;
     all_gone(&pids, "session expiry").await;
 }
 
