@@ -174,6 +174,11 @@ pub struct ServeOptions {
     #[arg(help_heading = "Limits", long, value_name = "N", default_value_t = (crate::limits::DEFAULT_INBOUND_BYTES >> 20) as u64)]
     pub max_inbound_mib: u64,
 
+    /// How long a closed process stays readable with process/read, its id taken, in seconds
+    /// (at least 1).
+    #[arg(help_heading = "Limits", long, value_name = "SECONDS", default_value_t = crate::limits::DEFAULT_CLOSED_RETENTION.as_secs())]
+    pub closed_retention: u64,
+
     /// The process sandbox ceiling: what any process may do at most (a client's `sandbox` can
     /// only narrow it); default workspace-write. See docs/sandbox.md.
     #[arg(
@@ -538,6 +543,12 @@ impl ServeOptions {
                 return Err(StartupError::Limit(format!("{option} must be at least 1")));
             }
         }
+        // Without a moment's retention, a client told of a close could not read the exit.
+        if self.closed_retention == 0 {
+            return Err(StartupError::Limit(
+                "--closed-retention must be at least 1".to_owned(),
+            ));
+        }
         let crate::config::HostSettings {
             sandbox,
             process_limits: limits,
@@ -596,6 +607,7 @@ impl ServeOptions {
                     .unwrap_or(crate::limits::DEFAULT_SESSION_PROCESSES),
                 max_processes: self.max_processes,
                 inbound_bytes,
+                closed_retention: Duration::from_secs(self.closed_retention),
             },
         })
     }
@@ -926,6 +938,26 @@ mod tests {
         assert_eq!(
             options(&["--token", ""]).settings(Face::Codex).unwrap_err(),
             StartupError::EmptyToken
+        );
+    }
+
+    #[test]
+    fn closed_retention_is_whole_seconds_from_one() {
+        let retention = |args: &[&str]| {
+            options(args)
+                .settings(Face::Codex)
+                .map(|settings| settings.limits.closed_retention)
+        };
+        assert_eq!(retention(&[]), Ok(Duration::from_secs(30)));
+        assert_eq!(
+            retention(&["--closed-retention", "2"]),
+            Ok(Duration::from_secs(2))
+        );
+        assert_eq!(
+            retention(&["--closed-retention", "0"]),
+            Err(StartupError::Limit(
+                "--closed-retention must be at least 1".to_owned()
+            ))
         );
     }
 

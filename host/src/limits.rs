@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Default `--max-connections`: WebSocket connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
@@ -17,6 +18,10 @@ pub const DEFAULT_MAX_PROCESSES: usize = 1024;
 /// Default `--max-inbound-mib`: bytes of inbound messages held at once across connections
 /// (four maximum-size messages; `transport/budget.rs`).
 pub const DEFAULT_INBOUND_BYTES: usize = 256 * 1024 * 1024;
+
+/// Default `--closed-retention`: how long a closed process stays readable, and its id taken
+/// (docs/protocol.md §8.9): long enough for a client that saw the close to read the exit.
+pub const DEFAULT_CLOSED_RETENTION: Duration = Duration::from_secs(30);
 
 /// Plugin calls one connection runs at once; more wait their turn. Each holds an instance of
 /// the engine's 1,000 (`wexec_runtime`) until it returns and its reply is queued, so one
@@ -48,6 +53,8 @@ pub struct ServerLimits {
     pub max_processes: usize,
     /// Bytes of inbound messages held at once.
     pub inbound_bytes: usize,
+    /// How long a closed process stays readable, and its id taken.
+    pub closed_retention: Duration,
 }
 
 impl Default for ServerLimits {
@@ -57,6 +64,7 @@ impl Default for ServerLimits {
             session_processes: DEFAULT_SESSION_PROCESSES,
             max_processes: DEFAULT_MAX_PROCESSES,
             inbound_bytes: DEFAULT_INBOUND_BYTES,
+            closed_retention: DEFAULT_CLOSED_RETENTION,
         }
     }
 }

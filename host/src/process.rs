@@ -32,9 +32,6 @@ use crate::transport::Outbound;
 /// Between SIGTERM and SIGKILL to a process group.
 pub const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 
-/// How long a closed process stays readable (and its id taken).
-pub const CLOSED_RETENTION: Duration = Duration::from_secs(30);
-
 /// `writeId`s remembered per process for de-duplication.
 pub const REMEMBERED_WRITE_IDS: usize = 4_096;
 
@@ -115,6 +112,8 @@ pub struct ProcessTable {
     sink: Arc<EventSink>,
     /// The session's pids cgroup, made at its first start (with `--session-processes`).
     cgroup: Mutex<Option<Arc<cgroup::SessionCgroup>>>,
+    /// How long a closed process stays readable, and its id taken (`--closed-retention`).
+    closed_retention: Duration,
 }
 
 /// Why a `process/start` could not register its id.
@@ -132,8 +131,13 @@ pub enum ReserveError {
 }
 
 impl ProcessTable {
-    /// An empty table, counting its live processes in `session_live` and `host_live`.
-    pub fn new(session_live: Arc<Counter>, host_live: Arc<Counter>) -> Self {
+    /// An empty table, counting its live processes in `session_live` and `host_live`, keeping
+    /// each closed process for `closed_retention`.
+    pub fn new(
+        session_live: Arc<Counter>,
+        host_live: Arc<Counter>,
+        closed_retention: Duration,
+    ) -> Self {
         Self {
             processes: Mutex::default(),
             session_live,
@@ -141,6 +145,7 @@ impl ProcessTable {
             lingering: Mutex::default(),
             sink: Arc::default(),
             cgroup: Mutex::default(),
+            closed_retention,
         }
     }
 
@@ -636,6 +641,7 @@ impl WriteIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::DEFAULT_CLOSED_RETENTION;
 
     #[test]
     fn write_ids_remember_the_most_recent_4096() {
@@ -651,7 +657,7 @@ mod tests {
 
     #[test]
     fn ids_are_unique_until_removed() {
-        let table = ProcessTable::new(Counter::new(8), Counter::new(8));
+        let table = ProcessTable::new(Counter::new(8), Counter::new(8), DEFAULT_CLOSED_RETENTION);
         let first = table.reserve("p").unwrap();
         assert_eq!(
             table.reserve("p").unwrap_err(),
@@ -665,8 +671,8 @@ mod tests {
     fn live_processes_are_capped_per_session_and_per_host() {
         let host = Counter::new(3);
         let (a, b) = (
-            ProcessTable::new(Counter::new(2), Arc::clone(&host)),
-            ProcessTable::new(Counter::new(2), Arc::clone(&host)),
+            ProcessTable::new(Counter::new(2), Arc::clone(&host), DEFAULT_CLOSED_RETENTION),
+            ProcessTable::new(Counter::new(2), Arc::clone(&host), DEFAULT_CLOSED_RETENTION),
         );
         let a1 = a.reserve("1").unwrap();
         let _a2 = a.reserve("2").unwrap();

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use wexec_tests::{Client, Server, http_server, read_http_head, rpc_error, spawn_stdio};
+use wexec_tests::{Client, Server, TIMEOUT, http_server, read_http_head, rpc_error, spawn_stdio};
 
 /// The test origin: `/ok`, `/redirect`, `/big?<bytes>`, `/slow`, `/stall`.
 struct Origin {
@@ -214,11 +214,22 @@ async fn timeouts_failures_and_duplicate_stream_ids() {
             .is_some_and(|e| !e.is_empty()),
         "{terminal}"
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The id is released as the stream's call returns, just after it sent that delta.
+    let busy = rpc_error(
+        -32602,
+        "http/request streamResponse requestId `s` is already active",
+    );
+    let deadline = Instant::now() + TIMEOUT;
+    let again = loop {
+        let reply = client.request("http/request", stall("s")).await;
+        if reply["error"] != busy || Instant::now() >= deadline {
+            break reply;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     assert_eq!(
-        client.call("http/request", stall("s")).await["status"],
-        200,
-        "the id is free again"
+        again["result"]["status"], 200,
+        "the id is free again: {again}"
     );
 }
 

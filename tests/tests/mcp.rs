@@ -246,7 +246,8 @@ async fn a_subscribed_file_reports_each_change_until_unsubscribed_and_outside_fi
             "{updated}"
         );
         assert_eq!(updated["params"]["uri"], uri.as_str());
-        // The watch is re-armed after a quiet moment.
+        // The watch is re-armed after a quiet moment (reports are at least 100 ms apart,
+        // docs/mcp.md), which no message shows: a bounded wait, begun at the report.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     let read = mcp.request("resources/read", json!({"uri": uri})).await;
@@ -266,7 +267,8 @@ async fn a_subscribed_file_reports_each_change_until_unsubscribed_and_outside_fi
         .await;
     assert_eq!(unsubscribed["result"], json!({}));
     std::fs::write(&file, "changed after\n").expect("write");
-    // Nothing arrives for it: only the pings' replies.
+    // Nothing arrives for it: only the pings' replies. No message is ordered after a report
+    // that should not come, so a bounded wait stays, begun once the unsubscribe is answered.
     let pong = mcp.request("ping", json!({})).await;
     assert_eq!(pong["result"], json!({}), "{pong}");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;

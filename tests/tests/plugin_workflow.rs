@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use wexec_client::{Client, ClientOptions};
+use wexec_client::{Client, ClientOptions, StdioCommand};
 use wexec_protocol::ProcessStartParams;
 use wexec_tests::{TIMEOUT, TempDir, wexec_bin};
 
@@ -53,6 +53,24 @@ fn deploy(from: &Path, to: &Path) {
 
 async fn connect(config: &Path) -> Client {
     let command = wexec_tests::client_command(&["--config", config.to_str().unwrap()]);
+    Client::connect_stdio(command, ClientOptions::new("workflow-test"))
+        .await
+        .unwrap()
+}
+
+/// Like [`connect`], with wexec's log going to `log`, where the test can wait for what wexec
+/// reports.
+async fn connect_logging_to(config: &Path, log: &Path) -> Client {
+    let wexec = wexec_tests::client_command(&["--config", config.to_str().unwrap()]);
+    let mut command = StdioCommand::new("sh").args([
+        "-c".to_owned(),
+        r#"log=$1; shift; exec "$@" 2>"$log""#.to_owned(),
+        "sh".to_owned(),
+        log.display().to_string(),
+        wexec.program.display().to_string(),
+    ]);
+    command = command.args(wexec.args);
+    command.env = wexec.env;
     Client::connect_stdio(command, ClientOptions::new("workflow-test"))
         .await
         .unwrap()
@@ -96,7 +114,8 @@ async fn scaffold_build_inspect_deploy_call_and_hot_reload_under_load() {
     deploy(&v1, &deployed);
     let config = work.path().join("wexec.toml");
     std::fs::write(&config, "[[plugins]]\nfile = \"wf-demo.wasm\"\n").unwrap();
-    let client = connect(&config).await;
+    let log = work.path().join("wexec.log");
+    let client = connect_logging_to(&config, &log).await;
     let reply: Value = client
         .call("wf-demo/echo", &json!({"text": "hey"}))
         .await
@@ -157,7 +176,12 @@ async fn scaffold_build_inspect_deploy_call_and_hot_reload_under_load() {
             }
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Some calls go to v1 before the deploy.
+    let deadline = Instant::now() + TIMEOUT;
+    while calls.load(Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "the calls never began");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     deploy(&v2, &deployed);
     let deadline = Instant::now() + TIMEOUT;
     while !v2_seen.load(Ordering::SeqCst) {
@@ -169,7 +193,15 @@ async fn scaffold_build_inspect_deploy_call_and_hot_reload_under_load() {
     // A broken deploy is refused; v2 keeps serving.
     std::fs::write(work.path().join("junk"), b"not a component").unwrap();
     deploy(&work.path().join("junk"), &deployed);
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let logged = std::fs::read_to_string(&log).unwrap_or_default();
+        if logged.contains("refused, the running plugins keep serving") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no refusal logged:\n{logged}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let reply: Value = client
         .call("wf-demo/echo", &json!({"text": "xy"}))
         .await

@@ -683,22 +683,36 @@ async fn remembered_descriptions_and_environment_follow_their_inputs() {
     }
 }
 
-/// Voluntary context switches of wexec's epoch ticker thread (`wexec-engine`): its wakeups.
-fn ticker_wakeups(pid: u32) -> u64 {
+/// The `/proc` directory of wexec's epoch ticker thread (`wexec-engine`).
+fn ticker_thread(pid: u32) -> std::path::PathBuf {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("wexec's threads");
     for task in tasks {
         let task = task.expect("a thread").path();
         let name = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
-        if name.trim() != "wexec-engine" {
-            continue;
+        if name.trim() == "wexec-engine" {
+            return task;
         }
-        let status = std::fs::read_to_string(task.join("status")).expect("thread status");
-        return (status.lines())
-            .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
-            .and_then(|count| count.trim().parse().ok())
-            .expect("voluntary_ctxt_switches");
     }
     panic!("wexec has no wexec-engine thread");
+}
+
+/// Voluntary context switches of wexec's epoch ticker thread: its wakeups.
+fn ticker_wakeups(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(ticker_thread(pid).join("status")).expect("thread status");
+    (status.lines())
+        .find_map(|line| line.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("voluntary_ctxt_switches")
+}
+
+/// Whether the ticker is parked: it waits on a futex then, and in `nanosleep` between ticks.
+fn ticker_parked(pid: u32) -> bool {
+    let syscall = std::fs::read_to_string(ticker_thread(pid).join("syscall")).expect("syscall");
+    let number = syscall
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok());
+    number == Some(libc::SYS_futex)
 }
 
 #[tokio::test]
@@ -707,7 +721,11 @@ async fn an_idle_wexec_wakes_nobody_and_still_stops_a_looping_plugin() {
     client.handshake().await;
     assert_eq!(client.call("probe/echo", json!(1)).await, json!(1));
     // A second without a guest call parks the ticker (it ticked 200 times a second before).
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let deadline = Instant::now() + wexec_tests::TIMEOUT;
+    while !ticker_parked(server.pid()) {
+        assert!(Instant::now() < deadline, "the idle ticker never parked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let before = ticker_wakeups(server.pid());
     tokio::time::sleep(Duration::from_secs(1)).await;
     let woke = ticker_wakeups(server.pid()) - before;

@@ -12,7 +12,8 @@ use base64::engine::general_purpose::STANDARD;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use wexec_tests::{
-    Client, Received, command_under, rpc_error, spawn_stdio, spawn_stdio_with, spawn_websocket,
+    Client, Received, TIMEOUT, TempDir, command_under, rpc_error, spawn_stdio, spawn_stdio_with,
+    spawn_websocket,
 };
 
 fn start_params(id: &str, argv: &[&str]) -> Value {
@@ -43,6 +44,17 @@ async fn events_until_closed(client: &mut Client, id: &str) -> Vec<Value> {
         events.push(message);
         if closed {
             return events;
+        }
+    }
+}
+
+/// Waits for `id`'s first output: a line the program prints once it is ready (its traps
+/// installed) to be signalled.
+async fn ready(client: &mut Client, id: &str) {
+    loop {
+        let message = client.next_notification().await;
+        if message["method"] == "process/output" && message["params"]["processId"] == id {
+            return;
         }
     }
 }
@@ -388,10 +400,10 @@ async fn terminate_and_interrupt_semantics() {
     start(
         &mut client,
         "stubborn",
-        &["sh", "-c", "trap '' TERM; sleep 30"],
+        &["sh", "-c", "trap '' TERM; echo ready; sleep 30"],
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    ready(&mut client, "stubborn").await;
     client
         .call("process/terminate", json!({"processId": "stubborn"}))
         .await;
@@ -406,11 +418,11 @@ async fn terminate_and_interrupt_semantics() {
         &[
             "sh",
             "-c",
-            "trap 'exit 7' INT; while true; do sleep 0.05; done",
+            "trap 'exit 7' INT; echo ready; while true; do sleep 0.05; done",
         ],
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    ready(&mut client, "trap").await;
     assert_eq!(
         client
             .call(
@@ -476,12 +488,7 @@ async fn signals_ignored_by_wexec_are_default_in_its_processes() {
         ],
     )
     .await;
-    loop {
-        let message = client.next_notification().await;
-        if message["method"] == "process/output" && message["params"]["processId"] == "trap" {
-            break;
-        }
-    }
+    ready(&mut client, "trap").await;
     client
         .call(
             "process/signal",
@@ -590,23 +597,41 @@ async fn no_process_survives_stdin_eof() {
     }
 }
 
+/// Waits until `path` exists.
+async fn appears(path: &std::path::Path) {
+    let deadline = Instant::now() + TIMEOUT;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn output_produced_while_detached_is_read_after_resume() {
+    let dir = TempDir::new();
+    let (go, done) = (dir.path().join("go"), dir.path().join("done"));
     let server = spawn_websocket(&["--sandbox", "danger-full-access"]).await;
     let mut first = server.connect().await;
     let session = first.handshake().await["sessionId"]
         .as_str()
         .expect("id")
         .to_owned();
-    start(
-        &mut first,
-        "bg",
-        &["sh", "-c", "sleep 0.5; echo detached-output"],
-    )
-    .await;
+    // It writes only once told to, and says when it has.
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.01; done; echo detached-output; : > '{}'",
+        go.display(),
+        done.display()
+    );
+    start(&mut first, "bg", &["sh", "-c", &script]).await;
     first.close().await;
     drop(first);
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    server.stderr_containing("session detached").await;
+    std::fs::write(&go, "").expect("write go");
+    appears(&done).await;
     let (mut second, _) = server.resume(&session).await;
     second
         .send(&json!({"method": "initialized", "params": {}}))
@@ -733,15 +758,20 @@ async fn a_thousand_short_processes_leak_no_descriptors_and_no_children() {
 async fn terminate_is_not_held_up_by_a_write_the_child_never_reads() {
     let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
     client.handshake().await;
-    let mut params = start_params("deaf", &["sleep", "60"]);
+    let mut params = start_params("deaf", &["sh", "-c", "echo $$; exec sleep 60"]);
     params["pipeStdin"] = json!(true);
     client.call("process/start", params).await;
+    let pid = first_output_pid(&mut client, "deaf").await;
     // Far more than a pipe buffer: this write blocks until the child reads or dies.
     let flood = STANDARD.encode(vec![b'x'; 1024 * 1024]);
     client
         .send(&json!({"id": "flood", "method": "process/write", "params": {"processId": "deaf", "chunk": flood}}))
         .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = Instant::now() + TIMEOUT;
+    while stdin_backlog(pid) == 0 {
+        assert!(Instant::now() < deadline, "the write never began");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let began = Instant::now();
     assert_eq!(
         client
@@ -771,9 +801,26 @@ async fn terminate_is_not_held_up_by_a_write_the_child_never_reads() {
     assert_eq!(after, json!({"status": "stdinClosed"}));
 }
 
+/// Bytes waiting in the pipe that is `pid`'s stdin, asked through a descriptor of its own that
+/// takes nothing out (and is closed again at once, so a dead child's pipe still breaks).
+fn stdin_backlog(pid: u32) -> u64 {
+    use std::os::unix::fs::OpenOptionsExt;
+    let pipe = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/{pid}/fd/0"))
+        .expect("open the child's stdin pipe");
+    rustix::io::ioctl_fionread(&pipe).expect("FIONREAD")
+}
+
 /// Starts `sh -c 'echo $$; exec sleep 60'` as `id` and returns its pid.
 async fn start_sleeper(client: &mut Client, id: &str) -> u32 {
     start(client, id, &["sh", "-c", "echo $$; exec sleep 60"]).await;
+    first_output_pid(client, id).await
+}
+
+/// The pid `id` printed as its first output.
+async fn first_output_pid(client: &mut Client, id: &str) -> u32 {
     loop {
         let message = client.next_notification().await;
         if message["method"] == "process/output" && message["params"]["processId"] == id {
@@ -802,14 +849,17 @@ async fn an_expired_session_terminates_its_processes() {
     let pid = start_sleeper(&mut client, "sleeper").await;
     client.close().await;
     drop(client);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        alive(pid),
-        "a detached session keeps its processes until the TTL"
-    );
+    server.stderr_containing("session detached").await;
+    let detached = Instant::now();
     assert!(
         wait_gone(pid, Duration::from_secs(5)).await,
         "expiry terminated pid {pid}"
+    );
+    // The detach was seen a little after it happened: the TTL (1 s) less that lag.
+    assert!(
+        detached.elapsed() >= Duration::from_millis(500),
+        "a detached session keeps its processes until the TTL: gone after {:?}",
+        detached.elapsed()
     );
 }
 
@@ -832,8 +882,9 @@ async fn sigterm_to_wexec_terminates_every_process_of_every_session() {
 }
 
 #[tokio::test]
-async fn a_closed_process_is_readable_for_30_seconds_then_its_id_is_free() {
-    let (_server, mut client) = spawn_stdio(&["--sandbox", "danger-full-access"]);
+async fn a_closed_process_is_readable_until_its_retention_ends_then_its_id_is_free() {
+    let (_server, mut client) =
+        spawn_stdio(&["--sandbox", "danger-full-access", "--closed-retention", "2"]);
     client.handshake().await;
     start(&mut client, "brief", &["true"]).await;
     events_until_closed(&mut client, "brief").await;
@@ -844,22 +895,29 @@ async fn a_closed_process_is_readable_for_30_seconds_then_its_id_is_free() {
             .await,
         rpc_error(-32600, "process brief already exists")
     );
-    tokio::time::sleep(Duration::from_secs(25)).await;
     assert_eq!(
         client
             .call("process/read", json!({"processId": "brief"}))
             .await["closed"],
         true
     );
-    tokio::time::sleep(
-        Duration::from_secs(30).saturating_sub(closed_at.elapsed()) + Duration::from_secs(1),
-    )
-    .await;
-    assert_eq!(
-        client
-            .call_err("process/read", json!({"processId": "brief"}))
-            .await,
-        rpc_error(-32600, "unknown process id brief")
+    // Nothing announces the end of the retention: read until the process is forgotten.
+    let forgotten = loop {
+        let reply = client
+            .request("process/read", json!({"processId": "brief"}))
+            .await;
+        if let Some(error) = reply.get("error") {
+            break error.clone();
+        }
+        assert!(closed_at.elapsed() < TIMEOUT, "still readable: {reply}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(forgotten, rpc_error(-32600, "unknown process id brief"));
+    // Seen closed a little after the retention began: its 2 s less that lag.
+    assert!(
+        closed_at.elapsed() >= Duration::from_secs(1),
+        "forgotten after {:?}",
+        closed_at.elapsed()
     );
     start(&mut client, "brief", &["true"]).await;
 }

@@ -13,7 +13,10 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use wexec_tests::{Client, Server, TempDir, spawn_stdio, spawn_websocket};
 
-/// Long enough for an inotify event to have become a notification, were one due.
+/// Long enough for an inotify event to have become a notification, were one due. A bounded
+/// wait, begun after the change: docs/protocol.md orders a watch's response before its
+/// notification (§9.6) but no message after one, so nothing marks a notification that is not
+/// coming.
 const SETTLE: Duration = Duration::from_millis(300);
 
 /// A temp dir with `root/` granted as the only fs root and `outside/` next to it.

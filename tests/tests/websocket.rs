@@ -1,8 +1,6 @@
 //! The WebSocket transport and sessions across connections, against the real binary
 //! (docs/protocol.md §3.3, §5.3).
 
-use std::time::Duration;
-
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 use wexec_tests::{command, http_raw, rpc_error, spawn_websocket, spawn_websocket_with, status_of};
@@ -252,6 +250,7 @@ async fn version_and_help() {
         "--ws-token-sha256",
         "--allow-header-env",
         "--detach-ttl",
+        "--closed-retention",
         "--plugin",
         "--plugin-time-limit-ms",
         "--plugin-memory-limit-mib",
@@ -278,6 +277,7 @@ async fn version_and_help() {
         heading_of("--process-cpu-seconds").as_deref(),
         Some("Limits:")
     );
+    assert_eq!(heading_of("--closed-retention").as_deref(), Some("Limits:"));
     assert!(help.contains("\nExamples:\n"), "{help}");
 }
 
@@ -337,7 +337,7 @@ async fn unknown_and_expired_sessions_are_minus_32600_and_a_fresh_initialize_sti
         .to_owned();
     first.close().await;
     drop(first);
-    tokio::time::sleep(Duration::from_millis(1_800)).await;
+    server.stderr_containing("detached session expired").await;
 
     let mut client = server.connect().await;
     let error = client

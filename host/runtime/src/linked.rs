@@ -333,8 +333,15 @@ mod tests {
         let linked = std::sync::Arc::new(Linked::<u32>::pending());
         let calling = std::sync::Arc::clone(&linked);
         let call = tokio::spawn(async move { calling.get_or_link(never()).await.copied() });
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        assert!(!linked.wanted_in_background(), "a call is linking it");
+        // The call begins its own link: no longer wanted in the background.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while linked.wanted_in_background() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no call began linking"
+            );
+            tokio::task::yield_now().await;
+        }
         linked.linked_in_background(7);
         let got = tokio::time::timeout(Duration::from_secs(5), call).await;
         assert_eq!(got.expect("not left waiting").expect("joined"), Ok(7));

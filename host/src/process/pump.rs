@@ -11,7 +11,7 @@ use tokio::net::unix::pipe;
 use super::pty::PtyMaster;
 use super::supervisor::Reports;
 use super::supervisor::wire::Report;
-use super::{CLOSED_RETENTION, EventPort, Process, ProcessEvent, ProcessTable, lock};
+use super::{EventPort, Process, ProcessEvent, ProcessTable, lock};
 use crate::protocol::{
     OutputStream, PROCESS_CLOSED, PROCESS_EXITED, PROCESS_OUTPUT, ProcessClosedNotification,
     ProcessExitedNotification,
@@ -164,7 +164,7 @@ pub async fn run(
         while !gone && reports.next().await.is_some() {}
         watcher.set_gone();
     });
-    tokio::time::sleep(CLOSED_RETENTION).await;
+    tokio::time::sleep(table.closed_retention).await;
     table.remove(&process);
 }
 

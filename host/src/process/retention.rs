@@ -1,7 +1,8 @@
 //! Output kept by closed processes, host-wide. A closed process keeps its newest output for
-//! [`super::CLOSED_RETENTION`] so that a late `process/read` finds it; without a bound across
-//! processes, a client that kept starting short processes held a megabyte per process started
-//! in the last 30 s (3.5 GB after 16 s, found attacking the release binary). Past
+//! `--closed-retention` ([`crate::limits::DEFAULT_CLOSED_RETENTION`]) so that a late
+//! `process/read` finds it; without a bound across processes, a client that kept starting short
+//! processes held a megabyte per process closed within the retention (3.5 GB after 16 s, found
+//! attacking the release binary). Past
 //! [`CLOSED_OUTPUT_BYTES`], the output of the processes that closed first is let go early: a
 //! `process/read` of them still gets their exit and close, without the chunks (as for any
 //! chunk evicted from a log, docs/protocol.md §8.9).

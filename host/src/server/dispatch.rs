@@ -318,6 +318,14 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// Waits for a job to signal that it ran; fails the test if it never does.
+    async fn ran_in_time(ran: tokio::sync::oneshot::Receiver<()>) {
+        tokio::time::timeout(Duration::from_secs(5), ran)
+            .await
+            .expect("the job ran in time")
+            .expect("the job signals before it ends");
+    }
+
     #[tokio::test]
     async fn an_inline_job_that_can_finish_does_so_before_dispatch_returns() {
         let dispatcher = Dispatcher::new();
@@ -406,6 +414,7 @@ mod tests {
                 })
                 .await;
         }
+        let (other_ran, other_lane) = tokio::sync::oneshot::channel::<()>();
         {
             let log = Arc::clone(&log);
             dispatcher
@@ -414,11 +423,13 @@ mod tests {
                     false,
                     async move {
                         log.lock().unwrap().push("other lane");
+                        let _ = other_ran.send(());
                     },
                 )
                 .await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The other lane runs while the first is held.
+        ran_in_time(other_lane).await;
         assert_eq!(*log.lock().unwrap(), vec!["other lane"]);
         release.send(()).unwrap();
         let lanes = Arc::clone(&dispatcher.lanes);
@@ -452,13 +463,20 @@ mod tests {
                 })
                 .await;
         }
-        dispatcher
-            .dispatch(lane(LaneRole::Control), true, push("terminate"))
-            .await;
+        let (terminated, terminate_ran) = tokio::sync::oneshot::channel::<()>();
+        {
+            let log = Arc::clone(&log);
+            dispatcher
+                .dispatch(lane(LaneRole::Control), true, async move {
+                    log.lock().unwrap().push("terminate");
+                    let _ = terminated.send(());
+                })
+                .await;
+        }
         dispatcher
             .dispatch(lane(LaneRole::Ordered), false, push("later write"))
             .await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        ran_in_time(terminate_ran).await;
         assert_eq!(*log.lock().unwrap(), vec!["start", "terminate"]);
         unstick.send(()).unwrap();
         dispatcher.drain().await;
@@ -491,7 +509,15 @@ mod tests {
                 })
                 .await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A job dispatched after the terminate has run: on this test's one thread, tasks start
+        // in the order they were spawned, so the terminate had its turn and is waiting.
+        let (witnessed, witness_ran) = tokio::sync::oneshot::channel::<()>();
+        dispatcher
+            .dispatch(None, false, async move {
+                let _ = witnessed.send(());
+            })
+            .await;
+        ran_in_time(witness_ran).await;
         assert!(log.lock().unwrap().is_empty());
         finish_start.send(()).unwrap();
         dispatcher.drain().await;
@@ -503,21 +529,24 @@ mod tests {
         let dispatcher = Dispatcher::new();
         let (release, _) = tokio::sync::broadcast::channel::<()>(1);
         let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (started, mut starts) = mpsc::unbounded_channel::<()>();
         for _ in 0..MAX_EXECUTING + 10 {
             let mut released = release.subscribe();
             let running = Arc::clone(&running);
+            let started = started.clone();
             dispatcher
                 .dispatch(None, false, async move {
                     running.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let _ = started.send(());
                     let _ = released.recv().await;
                 })
                 .await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!(
-            running.load(std::sync::atomic::Ordering::SeqCst),
-            MAX_EXECUTING
-        );
+        for _ in 0..MAX_EXECUTING {
+            tokio::time::timeout(Duration::from_secs(5), starts.recv())
+                .await
+                .expect("requests up to the cap start");
+        }
 
         let (done, exempt_ran) = tokio::sync::oneshot::channel();
         dispatcher
@@ -529,6 +558,12 @@ mod tests {
             .await
             .expect("an exempt request runs while the cap is reached")
             .unwrap();
+        // Dispatched last, it started after everything that could start: the rest still wait
+        // for a slot.
+        assert_eq!(
+            running.load(std::sync::atomic::Ordering::SeqCst),
+            MAX_EXECUTING
+        );
 
         release.send(()).unwrap();
         tokio::time::timeout(Duration::from_secs(5), dispatcher.drain())

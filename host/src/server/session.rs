@@ -38,6 +38,8 @@ pub struct SessionRegistry {
     session_processes: usize,
     /// Live processes across sessions.
     host_processes: Arc<Counter>,
+    /// How long each session keeps a closed process.
+    closed_retention: Duration,
 }
 
 /// One session: what survives a dropped connection.
@@ -87,6 +89,7 @@ impl SessionRegistry {
             detach_ttl,
             session_processes: limits.session_processes,
             host_processes: Counter::new(limits.max_processes),
+            closed_retention: limits.closed_retention,
         })
     }
 
@@ -102,6 +105,7 @@ impl SessionRegistry {
         let processes = Arc::new(ProcessTable::new(
             Counter::new(self.session_processes),
             Arc::clone(&self.host_processes),
+            self.closed_retention,
         ));
         processes.sink().set(Some(sink));
         let session = Arc::new(Session {
@@ -298,6 +302,16 @@ mod tests {
     /// make `cargo test` rebuild tokio and everything above it apart from `cargo build`).
     const TTL: Duration = Duration::from_millis(500);
 
+    /// Waits until `done` holds, as an expiry timer (real time) makes it; fails the test after
+    /// a few TTLs.
+    async fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + TTL * 10;
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting: {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     #[tokio::test]
     async fn resume_lifecycle() {
         let registry = SessionRegistry::new(TTL, ServerLimits::default());
@@ -333,7 +347,10 @@ mod tests {
         assert!(registry.resume(&id, c, sink()).is_err());
 
         second.detach();
-        tokio::time::sleep(TTL * 3).await;
+        until("the detached session expires", || {
+            registry.sessions.lock().unwrap().is_empty()
+        })
+        .await;
         let err = registry.resume(&id, c, sink()).unwrap_err();
         assert_eq!(err.code, INVALID_REQUEST);
         assert_eq!(err.message, format!("unknown session id {id}"));
@@ -345,10 +362,15 @@ mod tests {
         let registry = SessionRegistry::new(TTL, ServerLimits::default());
         let first = registry.open(ConnectionId::next(), sink(), result).unwrap();
         let id = first.session().id().to_owned();
+        let holders = Arc::strong_count(&registry);
         first.detach();
         let second = registry.resume(&id, ConnectionId::next(), sink()).unwrap();
         // The first detach's expiry timer fires meanwhile and must leave the resumed session.
-        tokio::time::sleep(TTL * 3).await;
+        // Its task holds the registry until it has run; the second handle holds it on.
+        until("the expiry timer has run", || {
+            Arc::strong_count(&registry) == holders + 1
+        })
+        .await;
         assert_eq!(registry.sessions.lock().unwrap().len(), 1);
         assert!(second.is_current());
     }

@@ -124,7 +124,9 @@ async fn one_connection_cannot_take_every_plugin_instance() {
     for _ in 0..1_010 {
         greedy.send_request("probe/spin", json!({})).await;
     }
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // A connection is read in order, and `environment/status` never waits for a slot
+    // (docs/protocol.md §6): its reply means every spin before it has been taken in.
+    greedy.call("environment/status", json!({})).await;
     let mut other = server.connect().await;
     other.handshake().await;
     let started = std::time::Instant::now();

@@ -194,6 +194,22 @@ s.close()
             .expect("run the client");
         assert!(status.success());
     }
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // wexec decides on each socket once it has its head: refused, or opened (and then its
+    // requests would run). Every one refused, nothing after a head was read.
+    let refused = "refusing a websocket upgrade from another user's process";
+    let opened = "websocket connection opened";
+    let deadline = std::time::Instant::now() + wexec_tests::TIMEOUT;
+    let log = loop {
+        let log = server.stderr();
+        if log.matches(refused).count() + log.matches(opened).count() >= 10 {
+            break log;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "undecided sockets:\n{log}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(log.matches(opened).count(), 0, "{log}");
     assert!(!marker.exists(), "a closed socket's requests ran");
 }

@@ -208,6 +208,8 @@ async fn a_kernel_without_the_mechanisms_refuses_confinement_and_nothing_runs() 
         let sandbox = codex_read_only(dir.path());
         let error = start_touching(&mut client, &marker, &root, sandbox).await;
         assert_eq!(error, rpc_error(-32602, MISSING), "{ceiling}");
+        // A program that ran despite the refusal would tell no one, and no later message is
+        // ordered after it: the bounded wait stays, begun at the refusal.
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         assert!(!marker.exists(), "{ceiling}");
         let unknown = client

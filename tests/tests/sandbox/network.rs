@@ -2,9 +2,10 @@
 //! `AF_UNIX` pairs, no path connects, the host's loopback unreachable — and on only when the
 //! request asks for it and the operator allows it.
 
-use std::time::Duration;
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
 
-use wexec_tests::{TempDir, spawn_stdio};
+use wexec_tests::{TIMEOUT, TempDir, spawn_stdio};
 
 use super::{codex_workspace_write, run};
 
@@ -15,16 +16,40 @@ fn read_only_with_network(cwd: &std::path::Path) -> serde_json::Value {
     super::managed(cwd, vec![super::special("root", None, "read")], "enabled")
 }
 
-fn accepted(listener: &std::net::TcpListener) -> bool {
-    std::thread::sleep(Duration::from_millis(100));
-    listener.accept().is_ok()
+/// The next connection `listener` (non-blocking) takes, waiting for one up to [`TIMEOUT`].
+fn next_connection(listener: &TcpListener) -> Option<TcpStream> {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Ok((stream, _)) = listener.accept() {
+            return Some(stream);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether a process that said it connected reached `listener`.
+fn accepted(listener: &TcpListener) -> bool {
+    next_connection(listener).is_some()
+}
+
+/// Whether anyone reached `listener` before now (call it once the process that must not have
+/// connected has ended): a connection of the test's own comes after any earlier one, and the
+/// listener hands them out in order, so the first it gives is the test's unless another came
+/// before.
+fn reached_before_now(listener: &TcpListener) -> bool {
+    let own = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+    let first = next_connection(listener).expect("the test's own connection arrives");
+    first.peer_addr().expect("peer") != own.local_addr().expect("local")
 }
 
 #[tokio::test]
 async fn network_off_leaves_only_unix_socket_pairs() {
     let dir = TempDir::new();
     let root = dir.path().display().to_string();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let port = listener.local_addr().expect("addr").port();
     let unix_path = dir.path().join("host.sock");
@@ -53,7 +78,7 @@ async fn network_off_leaves_only_unix_socket_pairs() {
         );
         assert!(tcp.denied, "{tcp:?}");
         assert!(
-            !accepted(&listener),
+            !reached_before_now(&listener),
             "the host's loopback listener saw a connection"
         );
         let unix = run(
@@ -84,7 +109,7 @@ async fn network_off_leaves_only_unix_socket_pairs() {
 async fn network_on_needs_both_the_request_and_the_operator() {
     let dir = TempDir::new();
     let root = dir.path().display().to_string();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let port = listener.local_addr().expect("addr").port();
     let script = format!("python3 -c \"{PY_CONNECT}\" {port}");
@@ -96,7 +121,7 @@ async fn network_on_needs_both_the_request_and_the_operator() {
         refused.output.contains("Operation not permitted"),
         "{refused:?}"
     );
-    assert!(!accepted(&listener));
+    assert!(!reached_before_now(&listener));
     drop(client);
     let (_server, mut client) = spawn_stdio(&["--fs-root", &root, "--process-network"]);
     client.handshake().await;
@@ -112,7 +137,7 @@ async fn network_on_needs_both_the_request_and_the_operator() {
 async fn a_confined_process_with_network_cannot_reach_wexecs_own_listener() {
     let dir = TempDir::new();
     let root = dir.path().display().to_string();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let other = listener.local_addr().expect("addr").port();
     for ceiling in [
