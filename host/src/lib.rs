@@ -33,6 +33,7 @@ mod process;
 mod rpc;
 mod sandbox;
 mod server;
+mod settings;
 mod startup;
 pub mod state;
 mod transport;
@@ -43,11 +44,12 @@ use std::sync::Arc;
 use wexec_protocol::{self as protocol, path_uri};
 use wexec_runtime::{self as runtime, facts as environment, grants};
 
-pub use cli::{Command, Face, Listen, Options, ServeOptions, Settings, StartupError};
+pub use cli::{Command, Options, ServeOptions};
 pub use environment::{EnvironmentFacts, ReportedFacts, VERSION};
 pub use rpc::parse::{MAX_JSON_VALUES, Malformed, parse_message};
 pub use rpc::{MAX_MESSAGE_BYTES, RequestId, RpcError};
 pub use server::ListenError;
+pub use settings::{Face, Listen, Settings, StartupError};
 pub use startup::{PrepareError, prepare};
 
 /// Serves as `settings` say until the client leaves (stdio) or SIGINT/SIGTERM arrives, then ends

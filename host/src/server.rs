@@ -20,9 +20,9 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 
 use self::session::SessionRegistry;
-use crate::cli::Settings;
 use crate::environment::EnvironmentFacts;
 use crate::limits::Counter;
+use crate::settings::Settings;
 use crate::transport::budget::InboundBudget;
 use serde_json::value::RawValue;
 

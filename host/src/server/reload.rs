@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::ServerState;
-use crate::cli::ReloadSource;
+use crate::settings::ReloadSource;
 
 /// How often the watched files are checked.
 const POLL_EVERY: Duration = Duration::from_millis(500);
