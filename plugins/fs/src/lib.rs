@@ -14,32 +14,16 @@ use wexec_guest::protocol::{
     FS_WRITE_BLOCK, FS_WRITE_FILE, FsCanonicalizeResponse, FsCopyParams, FsCreateDirectoryParams,
     FsDirectoryEntry, FsHandleParams, FsMetadata, FsOpenMode, FsOpenParams, FsPathParams,
     FsReadBlockParams, FsReadDirectoryResponse, FsRemoveParams, FsWalkParams, FsWatchMissingParams,
-    FsWatchMissingResponse, FsWriteBlockParams, FsWriteFileParams,
+    FsWatchMissingResponse, FsWriteBlockParams, FsWriteFileParams, METHODS,
 };
 use wexec_guest::{Call, Capability, Info, Plugin, Response, RpcError, respond};
-
-const METHODS: [&str; 14] = [
-    FS_READ_FILE,
-    FS_WRITE_FILE,
-    FS_CREATE_DIRECTORY,
-    FS_GET_METADATA,
-    FS_CANONICALIZE,
-    FS_READ_DIRECTORY,
-    FS_WALK,
-    FS_REMOVE,
-    FS_COPY,
-    FS_OPEN,
-    FS_READ_BLOCK,
-    FS_WRITE_BLOCK,
-    FS_CLOSE,
-    FS_WATCH_MISSING,
-];
 
 struct Fs;
 
 impl Plugin for Fs {
     fn info() -> Info {
-        METHODS.iter().fold(
+        // Every `fs/*` request method of the protocol.
+        (METHODS.iter().filter(|method| method.starts_with("fs/"))).fold(
             Info::new("fs", env!("CARGO_PKG_VERSION")).capability(Capability::Filesystem),
             |info, method| info.method(*method),
         )
