@@ -546,12 +546,24 @@ impl Process {
         }
     }
 
-    /// SIGINT to the group if running; nothing otherwise.
+    /// SIGINT to the group if running; nothing otherwise (docs/protocol.md §8.4).
     pub fn interrupt(&self) -> Result<(), ProcessError> {
         let Phase::Running { .. } = *lock(&self.phase) else {
             return Ok(());
         };
-        self.command(INTERRUPT).map_err(ProcessError::Signal)
+        match self.command(INTERRUPT) {
+            // The helper closed its end: it is gone and the process with it, though its exit
+            // has not been read yet. An exited process takes a signal as a no-op.
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                Ok(())
+            }
+            other => other.map_err(ProcessError::Signal),
+        }
     }
 
     /// Starts termination (SIGTERM to the group; after the grace, SIGKILL to the process and
