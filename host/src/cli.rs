@@ -289,9 +289,11 @@ pub enum WsAuth {
     SignedBearerToken,
 }
 
+/// The serve options of `wexec <args>`, for tests of what they mean; panics when clap refuses
+/// them.
 #[cfg(test)]
-/// The serve options of `wexec <args>`, for tests of what they mean.
-pub fn parse(args: &[&str]) -> Result<ServeOptions, clap::Error> {
+pub fn options(args: &[&str]) -> ServeOptions {
     Options::try_parse_from(std::iter::once("wexec").chain(args.iter().copied()))
         .map(|options| options.serve)
+        .expect("options clap accepts")
 }

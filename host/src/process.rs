@@ -377,9 +377,25 @@ impl Process {
     /// Sends a command to the process's helper. Commands are single bytes on a socket the
     /// helper drains, so the write never has to wait.
     fn command(&self, command: u8) -> std::io::Result<()> {
-        match lock(&self.commands).as_ref() {
-            Some(commands) => commands.try_write(&[command]).map(drop),
-            None => Ok(()),
+        let Some(commands) = lock(&self.commands)
+            .as_ref()
+            .map(|commands| commands.try_write(&[command]))
+        else {
+            return Ok(());
+        };
+        match commands {
+            // The helper closed its end: it is gone and the process with it, though its exit
+            // has not been read yet. A process that has exited takes a command as a no-op
+            // (docs/protocol.md §8.4), as when the helper is known to be gone.
+            Err(err)
+                if matches!(
+                    err.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                Ok(())
+            }
+            other => other.map(drop),
         }
     }
 
@@ -551,19 +567,7 @@ impl Process {
         let Phase::Running { .. } = *lock(&self.phase) else {
             return Ok(());
         };
-        match self.command(INTERRUPT) {
-            // The helper closed its end: it is gone and the process with it, though its exit
-            // has not been read yet. An exited process takes a signal as a no-op.
-            Err(err)
-                if matches!(
-                    err.kind(),
-                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-                ) =>
-            {
-                Ok(())
-            }
-            other => other.map_err(ProcessError::Signal),
-        }
+        self.command(INTERRUPT).map_err(ProcessError::Signal)
     }
 
     /// Starts termination (SIGTERM to the group; after the grace, SIGKILL to the process and

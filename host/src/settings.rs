@@ -255,12 +255,8 @@ impl ServeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::parse;
+    use crate::cli::options;
     use pretty_assertions::assert_eq;
-
-    fn options(args: &[&str]) -> ServeOptions {
-        parse(args).unwrap()
-    }
 
     #[test]
     fn closed_retention_is_whole_seconds_from_one() {

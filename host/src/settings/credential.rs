@@ -65,13 +65,9 @@ impl ServeOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::parse;
+    use crate::cli::options;
     use crate::settings::Face;
     use pretty_assertions::assert_eq;
-
-    fn options(args: &[&str]) -> ServeOptions {
-        parse(args).unwrap()
-    }
 
     #[test]
     fn non_loopback_needs_a_token() {

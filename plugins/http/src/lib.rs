@@ -140,6 +140,15 @@ fn request(params: HttpRequestParams) -> Result<Response, RpcError> {
     }
 }
 
+/// Why reading the body failed, whatever the kind of failure.
+fn reason(err: HttpError) -> String {
+    match err {
+        HttpError::Denied(reason) | HttpError::Invalid(reason) | HttpError::Failed(reason) => {
+            reason
+        }
+    }
+}
+
 /// The whole body, at most [`MAX_HTTP_BODY_BYTES`].
 fn read_body(response: &http::Response) -> Result<Vec<u8>, RpcError> {
     let failed = |reason: &str| {
@@ -157,9 +166,7 @@ fn read_body(response: &http::Response) -> Result<Vec<u8>, RpcError> {
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(body),
-            Err(
-                HttpError::Denied(reason) | HttpError::Invalid(reason) | HttpError::Failed(reason),
-            ) => return Err(failed(&reason)),
+            Err(err) => return Err(failed(&reason(err))),
         }
     }
 }
@@ -182,9 +189,7 @@ fn stream(request_id: &str, body: &http::Response) {
         let (data, done, failure) = match body.read_chunk(CHUNK_BYTES) {
             Ok(Some(data)) => (data, false, None),
             Ok(None) => (Vec::new(), true, None),
-            Err(
-                HttpError::Denied(reason) | HttpError::Invalid(reason) | HttpError::Failed(reason),
-            ) => (Vec::new(), true, Some(reason)),
+            Err(err) => (Vec::new(), true, Some(reason(err))),
         };
         if delta(seq, &data, done, failure).is_err() || done {
             return;
