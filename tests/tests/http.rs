@@ -261,6 +261,16 @@ async fn invalid_requests_are_refused_before_anything_is_sent() {
             .await["code"],
         -32602
     );
+    // Absent means follow; `null` is no policy (Codex's exec-server answers the same).
+    assert_eq!(
+        client
+            .call_err(
+                "http/request",
+                json!({"method": "GET", "url": url, "redirectPolicy": null})
+            )
+            .await,
+        rpc_error(-32602, "invalid type: null, expected string or map")
+    );
     assert_eq!(
         client
             .call_err("http/request", json!({"method": "GET", "url": url, "headers": [{"name": "Authorization", "value": "", "valueEnvVar": "TOKEN"}]}))

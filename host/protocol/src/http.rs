@@ -24,9 +24,9 @@ pub struct HttpRequestParams {
     /// Deadline for the whole exchange; `None` = no timeout.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
-    /// Follow redirects (default) or return the 3xx.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redirect_policy: Option<RedirectPolicy>,
+    /// Follow redirects (default) or return the 3xx. Absent means `follow`; `null` is refused.
+    #[serde(default, skip_serializing_if = "RedirectPolicy::is_follow")]
+    pub redirect_policy: RedirectPolicy,
     /// Body stream name; required when streaming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
@@ -44,7 +44,7 @@ impl HttpRequestParams {
             headers: Vec::new(),
             body_base64: None,
             timeout_ms: None,
-            redirect_policy: None,
+            redirect_policy: RedirectPolicy::Follow,
             request_id: None,
             stream_response: false,
         }
@@ -78,13 +78,21 @@ impl HttpHeader {
 }
 
 /// `redirectPolicy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum RedirectPolicy {
     /// Follow up to 10 hops, each checked against the grants.
+    #[default]
     Follow,
     /// Return the 3xx response as is.
     Stop,
+}
+
+impl RedirectPolicy {
+    /// Whether this is the default, which a request need not send.
+    pub fn is_follow(&self) -> bool {
+        *self == Self::Follow
+    }
 }
 
 /// Result of `http/request`.

@@ -109,7 +109,7 @@ fn request(params: HttpRequestParams) -> Result<Response, RpcError> {
     if let Some(timeout_ms) = params.timeout_ms {
         request = request.timeout_ms(timeout_ms);
     }
-    if params.redirect_policy == Some(RedirectPolicy::Stop) {
+    if params.redirect_policy == RedirectPolicy::Stop {
         request = request.no_redirects();
     }
     let response = request.send().map_err(|err| match err {
